@@ -37,9 +37,9 @@ static inline uint64_t merge_get(const struct merge_table *t, uint32_t a, uint32
 {
 	uint64_t k = pair_key(a, b);
 	for (uint64_t i = mix(k) & t->mask;; i = (i + 1) & t->mask) {
-		if (t->keys[i] == k)
-			return t->vals[i];
-		if (t->keys[i] == EMPTY)
+		if (t->slots[i].key == k)
+			return t->slots[i].val;
+		if (t->slots[i].key == EMPTY)
 			return EMPTY;
 	}
 }
@@ -87,12 +87,11 @@ tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char 
 	while (cap < 2 * n + 16)
 		cap *= 2;
 	struct merge_table *t = &tok->merges;
-	t->keys = tf_alloc_array(cap, sizeof *t->keys);
-	t->vals = tf_alloc_array(cap, sizeof *t->vals);
+	t->slots = tf_alloc_array(cap, sizeof *t->slots);
 	tok->merge_list = tf_alloc_array(n ? n : 1, sizeof *tok->merge_list);
-	if (!t->keys || !t->vals || !tok->merge_list)
+	if (!t->slots || !tok->merge_list)
 		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
-	memset(t->keys, 0xFF, cap * sizeof *t->keys);
+	memset(t->slots, 0xFF, cap * sizeof *t->slots);
 	t->mask = cap - 1;
 	if (n >= (1u << 24))
 		return tf_err(TF_ERR_FORMAT, "%s: %zu merges is too many", what, n);
@@ -127,10 +126,10 @@ tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char 
 		 * built from the list in order does. */
 		uint64_t k = pair_key(ids[0], ids[1]);
 		uint64_t i = mix(k) & t->mask;
-		while (t->keys[i] != EMPTY && t->keys[i] != k)
+		while (t->slots[i].key != EMPTY && t->slots[i].key != k)
 			i = (i + 1) & t->mask;
-		t->keys[i] = k;
-		t->vals[i] = (uint64_t)r << 32 | (uint32_t)merged;
+		t->slots[i].key = k;
+		t->slots[i].val = (uint64_t)r << 32 | (uint32_t)merged;
 		tok->merge_list[r][0] = ids[0];
 		tok->merge_list[r][1] = ids[1];
 		tok->nmerges++;
@@ -141,17 +140,17 @@ tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char 
 
 void tok_merges_free(struct tf_tok *tok)
 {
-	free(tok->merges.keys);
-	free(tok->merges.vals);
+	free(tok->merges.slots);
 	free(tok->merge_list);
 }
 
 /* ---- per-thread scratch ---- */
 
-/* A direct-mapped cache of short words: bytes -> ids. */
+/* A direct-mapped cache of words up to 62 bytes: bytes -> ids (at most 14),
+ * 128 bytes a slot, 1 MiB a thread. */
 #define CACHE_SLOTS 8192
-#define CACHE_KEY 22
-#define CACHE_IDS 8
+#define CACHE_KEY 62
+#define CACHE_IDS 14
 struct cache_ent {
 	uint64_t hash;
 	uint8_t klen, nids;

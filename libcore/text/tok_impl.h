@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/hmap.h"
 #include "text/tokenizer.h"
 
@@ -40,9 +41,12 @@ struct trie {
 
 /* The merge table: (left id, right id) -> (rank, merged id), open addressing
  * with linear probing on a power-of-two table of u64 keys. */
+struct merge_slot {
+	uint64_t key; /* left << 32 | right, or UINT64_MAX for empty */
+	uint64_t val; /* rank << 32 | merged id */
+};
 struct merge_table {
-	uint64_t *keys; /* left << 32 | right, or UINT64_MAX for empty */
-	uint64_t *vals; /* rank << 32 | merged id */
+	struct merge_slot *slots;
 	uint64_t mask;
 };
 
@@ -57,8 +61,10 @@ struct tf_tok {
 	uint32_t nids;            /* one past the largest id */
 	char **vkey;              /* [nids] the model's vocab key of each id, or NULL */
 	uint32_t *vkey_len;       /* [nids] */
-	uint8_t **bytes;          /* [nids] decoded bytes (NULL: no token) */
-	uint32_t *bytes_len;      /* [nids] */
+	uint32_t *boff;           /* [nids] offset of the decoded bytes in arena, or
+				   * TOK_NONE for no token */
+	uint32_t *blen;           /* [nids] */
+	struct tf_buf arena;      /* every token's decoded bytes, then 16 zero bytes */
 	int32_t *added_idx;       /* [nids] index into added, or -1 */
 	struct tf_hmap vocab;     /* model vocab key -> id (keys borrowed from vkey) */
 	size_t nvocab;

@@ -94,13 +94,18 @@ static size_t utf8_next(const uint8_t *s, size_t n, uint32_t *cp)
 	return 4;
 }
 
-/* The bytes a token string decodes to (ByteLevel decoder): every character
- * in the alphabet maps to its byte, else the string's own UTF-8. */
-static tf_status token_bytes(const char *s, size_t n, uint8_t **out, uint32_t *len)
+/* Set the bytes id decodes to (ByteLevel decoder) from its token string:
+ * every character in the alphabet maps to its byte, else the string's own
+ * UTF-8. They are appended to the arena, which keeps 16 zero bytes after
+ * its end so that decode may copy 16 bytes at a time. */
+static tf_status token_bytes(struct tf_tok *tok, uint32_t id, const char *s, size_t n)
 {
-	uint8_t *b = malloc(n ? n : 1);
-	if (!b)
-		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
+	if (tok->arena.len + n + 16 > UINT32_MAX)
+		return tf_err(TF_ERR_RANGE, "tokenizer: token strings exceed 4 GiB");
+	tf_status st = tf_buf_reserve(&tok->arena, n + 16);
+	if (st)
+		return st;
+	uint8_t *b = (uint8_t *)tok->arena.data + tok->arena.len;
 	size_t i = 0, k = 0;
 	while (i < n) {
 		uint32_t cp;
@@ -112,8 +117,10 @@ static tf_status token_bytes(const char *s, size_t n, uint8_t **out, uint32_t *l
 		}
 		b[k++] = (uint8_t)byte_of[cp];
 	}
-	*out = b;
-	*len = (uint32_t)k;
+	memset(b + k, 0, 16);
+	tok->boff[id] = (uint32_t)tok->arena.len;
+	tok->blen[id] = (uint32_t)k;
+	tok->arena.len += k;
 	return TF_OK;
 }
 
@@ -125,15 +132,15 @@ static tf_status grow_ids(struct tf_tok *tok, uint32_t nids)
 		return TF_OK;
 	if (tf_realloc_array(&tok->vkey, nids, sizeof *tok->vkey) ||
 	    tf_realloc_array(&tok->vkey_len, nids, sizeof *tok->vkey_len) ||
-	    tf_realloc_array(&tok->bytes, nids, sizeof *tok->bytes) ||
-	    tf_realloc_array(&tok->bytes_len, nids, sizeof *tok->bytes_len) ||
+	    tf_realloc_array(&tok->boff, nids, sizeof *tok->boff) ||
+	    tf_realloc_array(&tok->blen, nids, sizeof *tok->blen) ||
 	    tf_realloc_array(&tok->added_idx, nids, sizeof *tok->added_idx))
 		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
 	for (uint32_t i = tok->nids; i < nids; i++) {
 		tok->vkey[i] = NULL;
 		tok->vkey_len[i] = 0;
-		tok->bytes[i] = NULL;
-		tok->bytes_len[i] = 0;
+		tok->boff[i] = TOK_NONE;
+		tok->blen[i] = 0;
 		tok->added_idx[i] = -1;
 	}
 	tok->nids = nids;
@@ -222,16 +229,15 @@ static tf_status added_insert(struct tf_tok *tok, const char *content, size_t le
 	a->len = (uint32_t)len;
 	a->id = id;
 	a->flags = flags;
-	uint8_t *b;
-	uint32_t blen;
-	if ((st = token_bytes(a->content, len, &b, &blen)) ||
-	    (st = tf_hmap_put_str(&tok->added_map, a->content, len, tok->nadded))) {
+	if ((st = tf_hmap_put_str(&tok->added_map, a->content, len, tok->nadded))) {
 		free(a->content);
 		return st;
 	}
-	free(tok->bytes[id]);
-	tok->bytes[id] = b;
-	tok->bytes_len[id] = blen;
+	if ((st = token_bytes(tok, id, a->content, len))) {
+		tf_hmap_del_str(&tok->added_map, a->content, len, NULL);
+		free(a->content);
+		return st;
+	}
 	tok->added_idx[id] = (int32_t)tok->nadded++;
 	return TF_OK;
 }
@@ -344,7 +350,7 @@ static tf_status load_vocab(struct tf_tok *tok, const json_t *vocab, const char 
 			return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
 		tok->vkey_len[id] = (uint32_t)len;
 		if ((st = tf_hmap_put_str(&tok->vocab, tok->vkey[id], len, id)) ||
-		    (st = token_bytes(key, len, &tok->bytes[id], &tok->bytes_len[id])))
+		    (st = token_bytes(tok, id, key, len)))
 			return st;
 		tok->nvocab++;
 	}
@@ -456,14 +462,13 @@ void tf_tok_free(struct tf_tok *tok)
 {
 	if (!tok)
 		return;
-	for (uint32_t i = 0; i < tok->nids; i++) {
+	for (uint32_t i = 0; i < tok->nids; i++)
 		free(tok->vkey[i]);
-		free(tok->bytes[i]);
-	}
 	free(tok->vkey);
 	free(tok->vkey_len);
-	free(tok->bytes);
-	free(tok->bytes_len);
+	free(tok->boff);
+	free(tok->blen);
+	tf_buf_release(&tok->arena);
 	free(tok->added_idx);
 	for (size_t i = 0; i < tok->nadded; i++)
 		free(tok->added[i].content);
@@ -513,10 +518,10 @@ const char *tf_tok_piece(const struct tf_tok *tok, uint32_t id, size_t *len)
 
 const uint8_t *tf_tok_bytes(const struct tf_tok *tok, uint32_t id, size_t *len)
 {
-	if (id >= tok->nids || !tok->bytes[id])
+	if (id >= tok->nids || tok->boff[id] == TOK_NONE)
 		return NULL;
-	*len = tok->bytes_len[id];
-	return tok->bytes[id];
+	*len = tok->blen[id];
+	return (const uint8_t *)tok->arena.data + tok->boff[id];
 }
 
 int tf_tok_added_flags(const struct tf_tok *tok, uint32_t id)

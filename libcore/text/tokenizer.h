@@ -72,8 +72,8 @@ int64_t tf_tok_id_of(const struct tf_tok *tok, const char *piece);
 /* The token string of id (borrowed, NUL-terminated; *len its length when
  * len is non-NULL), or NULL when no token has that id. */
 const char *tf_tok_piece(const struct tf_tok *tok, uint32_t id, size_t *len);
-/* The bytes id decodes to (borrowed, not NUL-terminated), or NULL for an
- * unknown id. */
+/* The bytes id decodes to (borrowed until the tokenizer is modified; not
+ * NUL-terminated), or NULL for an unknown id. */
 const uint8_t *tf_tok_bytes(const struct tf_tok *tok, uint32_t id, size_t *len);
 /* The added-token flags of id, or -1 when id is not an added token. */
 int tf_tok_added_flags(const struct tf_tok *tok, uint32_t id);
