@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "text/detok.h"
+#include "text/pretok_fast.h"
 #include "text/tok_impl.h"
 
 /* ---- the merge table ---- */
@@ -433,6 +434,28 @@ static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step
 	return split(tok, sc, step + 1, s + prev, n - prev, out);
 }
 
+/* The built-in splitter hands its pieces to BPE through this. */
+struct piece_ctx {
+	const struct tf_tok *tok;
+	struct scratch *sc;
+	struct tf_ids *out;
+};
+
+static tf_status bpe_piece(void *ctx, const char *s, size_t n)
+{
+	struct piece_ctx *c = ctx;
+	return bpe_word(c->tok, c->sc, s, n, c->out);
+}
+
+static tf_status pretokenize(const struct tf_tok *tok, struct scratch *sc, const char *s,
+			     size_t n, struct tf_ids *out)
+{
+	if (!tok->fast)
+		return split(tok, sc, 0, s, n, out);
+	struct piece_ctx c = {tok, sc, out};
+	return tok_fast_split(s, n, bpe_piece, &c);
+}
+
 /* ---- added tokens ---- */
 
 /* The longest added token of t starting at s[0..n): its length, or 0. */
@@ -471,14 +494,20 @@ static tf_status split_added(const struct tf_tok *tok, struct scratch *sc, int p
 		if (!len)
 			continue;
 		if ((st = pass == 0 ? split_added(tok, sc, 1, s + gap, i - gap, out)
-				    : split(tok, sc, 0, s + gap, i - gap, out)) ||
+				    : pretokenize(tok, sc, s + gap, i - gap, out)) ||
 		    (st = tf_ids_push(out, id)))
 			return st;
 		i += len - 1;
 		gap = i + 1;
 	}
 	return pass == 0 ? split_added(tok, sc, 1, s + gap, n - gap, out)
-			 : split(tok, sc, 0, s + gap, n - gap, out);
+			 : pretokenize(tok, sc, s + gap, n - gap, out);
+}
+
+bool tf_tok_set_fast_split(struct tf_tok *tok, bool on)
+{
+	tok->fast = on && tok->fast_ok;
+	return tok->fast;
 }
 
 tf_status tf_tok_encode(const struct tf_tok *tok, const char *text, size_t n, struct tf_ids *out)

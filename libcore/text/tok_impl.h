@@ -23,6 +23,8 @@
 /* One Split(Isolated) step of the pre-tokenizer. */
 struct pretok_step {
 	pcre2_code *re;
+	char *src;    /* the pattern as the file spells it */
+	bool literal; /* a String pattern, not a Regex */
 	bool jit;
 };
 
@@ -80,6 +82,8 @@ struct tf_tok {
 	struct trie norm_trie;    /* normalized added tokens */
 	struct pretok_step *steps;
 	size_t nsteps;
+	bool fast_ok;             /* the steps are DeepSeek's: pretok_fast.c applies */
+	bool fast;                /* encode uses pretok_fast.c */
 	json_t *rest;             /* the file without vocab, merges and added tokens */
 };
 
