@@ -388,32 +388,35 @@ static int cmd_bench(struct job *j)
 		tf_die(71, "out of memory");
 	size_t dpasses = 0;
 	t0 = tf_now();
+	c0 = cpu_now();
 	do {
 		tf_pool_for(j->pool, j->ndocs, 1, decode_range, &c);
 		dpasses++;
 	} while ((t = tf_now() - t0) < opt_seconds);
+	double dcpu = cpu_now() - c0;
 	uint64_t dbytes = 0;
 	for (int w = 0; w < nt; w++) {
 		dbytes += c.bytes[w];
 		tf_buf_release(&c.bufs[w]);
 	}
-	double dec = (double)dbytes / t / 1e6;
+	double dec = (double)dbytes / t / 1e6, dec_cpu = (double)dbytes / dcpu / 1e6;
 	free(c.bufs);
 	free(c.bytes);
 	if (opt_json)
 		tf_buf_printf(&j->out,
 			      "{\"threads\":%d,\"documents\":%zu,\"bytes\":%llu,\"tokens\":%llu,"
 			      "\"encode_passes\":%zu,\"encode_mb_s\":%.2f,\"encode_mb_cpu_s\":%.2f,"
-			      "\"encode_tokens_s\":%.0f,\"decode_passes\":%zu,\"decode_mb_s\":%.2f}\n",
+			      "\"encode_tokens_s\":%.0f,\"decode_passes\":%zu,\"decode_mb_s\":%.2f,"
+			      "\"decode_mb_cpu_s\":%.2f}\n",
 			      nt, j->ndocs, (unsigned long long)bytes, (unsigned long long)tokens,
-			      passes, enc, enc_cpu, tps, dpasses, dec);
+			      passes, enc, enc_cpu, tps, dpasses, dec, dec_cpu);
 	else
 		tf_buf_printf(&j->out,
 			      "threads %d, %zu documents, %llu bytes, %llu tokens\n"
 			      "encode %.2f MB/s (%.2f MB per CPU second, %.0f tokens/s, %zu passes)\n"
-			      "decode %.2f MB/s (%zu passes)\n",
+			      "decode %.2f MB/s (%.2f MB per CPU second, %zu passes)\n",
 			      nt, j->ndocs, (unsigned long long)bytes, (unsigned long long)tokens,
-			      enc, enc_cpu, tps, passes, dec, dpasses);
+			      enc, enc_cpu, tps, passes, dec, dec_cpu, dpasses);
 	flush_out(j, true);
 	return 0;
 }
