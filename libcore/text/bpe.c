@@ -304,8 +304,18 @@ static tf_status push_pair(const struct tf_tok *tok, struct scratch *sc, size_t 
 
 /* ---- BPE of one piece ---- */
 
+/* Short keys compare faster inline than through memcmp. */
+static inline bool same_bytes(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/* BPE of the piece s[0..n); h is its hash when n <= CACHE_KEY. */
 static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const char *s, size_t n,
-			  struct tf_ids *out)
+			  uint64_t h, struct tf_ids *out)
 {
 	tf_status st;
 	if (n == 1) {
@@ -313,11 +323,9 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 		return id == TOK_NONE ? TF_OK : tf_ids_push(out, id);
 	}
 	struct cache_ent *ce = NULL;
-	uint64_t h = 0;
 	if (n <= CACHE_KEY) {
-		h = tf_hash_bytes(s, n);
 		ce = &sc->cache[h & (CACHE_SLOTS - 1)];
-		if (ce->hash == h && ce->klen == n && !memcmp(ce->key, s, n)) {
+		if (ce->hash == h && ce->klen == n && same_bytes(ce->key, s, n)) {
 			if ((st = tf_ids_reserve(out, ce->nids)))
 				return st;
 			memcpy(out->v + out->n, ce->ids, ce->nids * sizeof *ce->ids);
@@ -436,24 +444,57 @@ static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step
 }
 
 /* The built-in splitter hands its pieces to BPE through this. */
+/* The splitter hands pieces to BPE through a short queue: a piece's cache
+ * slot is prefetched when it arrives and looked up PIECE_QUEUE pieces later,
+ * so the (4 MiB, mostly out of cache) word cache's latency overlaps the
+ * splitting of the next pieces. Order is kept. */
+#define PIECE_QUEUE 8
 struct piece_ctx {
 	const struct tf_tok *tok;
 	struct scratch *sc;
 	struct tf_ids *out;
+	size_t head, n;
+	struct {
+		const char *s;
+		size_t n;
+		uint64_t h;
+	} q[PIECE_QUEUE];
 };
+
+static tf_status piece_pop(struct piece_ctx *c)
+{
+	size_t i = c->head;
+	c->head = (c->head + 1) % PIECE_QUEUE;
+	c->n--;
+	return bpe_word(c->tok, c->sc, c->q[i].s, c->q[i].n, c->q[i].h, c->out);
+}
 
 static tf_status bpe_piece(void *ctx, const char *s, size_t n)
 {
 	struct piece_ctx *c = ctx;
-	return bpe_word(c->tok, c->sc, s, n, c->out);
+	tf_status st;
+	if (c->n == PIECE_QUEUE && (st = piece_pop(c)))
+		return st;
+	size_t i = (c->head + c->n++) % PIECE_QUEUE;
+	c->q[i].s = s;
+	c->q[i].n = n;
+	c->q[i].h = 0;
+	if (n > 1 && n <= CACHE_KEY) {
+		c->q[i].h = tf_hash_bytes(s, n);
+		__builtin_prefetch(&c->sc->cache[c->q[i].h & (CACHE_SLOTS - 1)]);
+	}
+	return TF_OK;
 }
 
 static tf_status pretokenize(const struct tf_tok *tok, struct scratch *sc, const char *s,
 			     size_t n, struct tf_ids *out)
 {
-	struct piece_ctx c = {tok, sc, out};
-	return tok->fast ? tok_fast_split(s, n, bpe_piece, &c)
-			 : split(tok, sc, 0, s, n, bpe_piece, &c);
+	struct piece_ctx c = {.tok = tok, .sc = sc, .out = out};
+	tf_status st = tok->fast ? tok_fast_split(s, n, bpe_piece, &c)
+				 : split(tok, sc, 0, s, n, bpe_piece, &c);
+	while (!st && c.n)
+		st = piece_pop(&c);
+	return st;
 }
 
 tf_status tok_pretok_pieces(const struct tf_tok *tok, bool fast, const char *s, size_t n,
