@@ -171,8 +171,8 @@ struct scratch {
 	pcre2_jit_stack *js;
 	struct tf_buf clean; /* the input with invalid UTF-8 replaced */
 	uint32_t *sym;       /* [cap] symbol ids */
-	int64_t *prev, *next;
-	uint64_t *len;       /* bytes covered; 0 once merged away */
+	int32_t *prev, *next;/* linked list of live symbols, -1 at the ends */
+	uint8_t *alive;      /* 0 once merged into its left neighbour */
 	struct heap_ent *heap;
 	size_t cap, heapcap;
 	struct cache_ent *cache;
@@ -195,7 +195,7 @@ static void scratch_free(void *p)
 	free(sc->sym);
 	free(sc->prev);
 	free(sc->next);
-	free(sc->len);
+	free(sc->alive);
 	free(sc->heap);
 	free(sc->cache);
 	free(sc);
@@ -245,7 +245,7 @@ static tf_status scratch_fit(struct scratch *sc, size_t n)
 	if (tf_realloc_array(&sc->sym, cap, sizeof *sc->sym) ||
 	    tf_realloc_array(&sc->prev, cap, sizeof *sc->prev) ||
 	    tf_realloc_array(&sc->next, cap, sizeof *sc->next) ||
-	    tf_realloc_array(&sc->len, cap, sizeof *sc->len))
+	    tf_realloc_array(&sc->alive, cap, sizeof *sc->alive))
 		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
 	sc->cap = cap;
 	return TF_OK;
@@ -291,9 +291,9 @@ static struct heap_ent heap_pop(struct heap_ent *h, size_t *n)
 	return top;
 }
 
-static tf_status push_pair(const struct tf_tok *tok, struct scratch *sc, size_t *nh, int64_t pos)
+static tf_status push_pair(const struct tf_tok *tok, struct scratch *sc, size_t *nh, int32_t pos)
 {
-	int64_t nx = sc->next[pos];
+	int32_t nx = sc->next[pos];
 	if (nx < 0)
 		return TF_OK;
 	uint64_t v = merge_get(&tok->merges, sc->sym[pos], sc->sym[nx]);
@@ -337,13 +337,15 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 		return st;
 	/* Symbols: one per byte that has a token (a byte without one is
 	 * dropped, as Hugging Face drops an unknown character without unk). */
-	int64_t m = 0;
+	if (n > INT32_MAX)
+		return tf_err(TF_ERR_RANGE, "tokenizer: a piece of %zu bytes is too long", n);
+	int32_t m = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t id = tok->byte_id[(uint8_t)s[i]];
 		if (id == TOK_NONE)
 			continue;
 		sc->sym[m] = id;
-		sc->len[m] = 1;
+		sc->alive[m] = 1;
 		sc->prev[m] = m - 1;
 		sc->next[m] = m + 1;
 		m++;
@@ -352,21 +354,20 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 		return TF_OK;
 	sc->next[m - 1] = -1;
 	size_t nh = 0;
-	for (int64_t i = 0; i + 1 < m; i++)
+	for (int32_t i = 0; i + 1 < m; i++)
 		if ((st = push_pair(tok, sc, &nh, i)))
 			return st;
 	while (nh) {
 		struct heap_ent top = heap_pop(sc->heap, &nh);
-		int64_t pos = (int64_t)(top.key & ((1ull << 40) - 1));
-		int64_t nx = sc->next[pos];
-		if (!sc->len[pos] || nx < 0)
+		int32_t pos = (int32_t)(top.key & ((1ull << 40) - 1));
+		int32_t nx = sc->next[pos];
+		if (!sc->alive[pos] || nx < 0)
 			continue;
 		uint64_t v = merge_get(&tok->merges, sc->sym[pos], sc->sym[nx]);
 		if (v == EMPTY || (uint32_t)v != top.new_id)
 			continue;
 		sc->sym[pos] = top.new_id;
-		sc->len[pos] += sc->len[nx];
-		sc->len[nx] = 0;
+		sc->alive[nx] = 0;
 		sc->next[pos] = sc->next[nx];
 		if (sc->next[nx] >= 0)
 			sc->prev[sc->next[nx]] = pos;
@@ -376,7 +377,7 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 			return st;
 	}
 	size_t first = out->n;
-	for (int64_t i = 0; i >= 0; i = sc->next[i])
+	for (int32_t i = 0; i >= 0; i = sc->next[i])
 		if ((st = tf_ids_push(out, sc->sym[i])))
 			return st;
 	size_t k = out->n - first;
