@@ -353,6 +353,10 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 	if (!m)
 		return TF_OK;
 	sc->next[m - 1] = -1;
+	/* The first pair lookups are independent: start their loads together. */
+	for (int32_t i = 0; i + 1 < m; i++)
+		__builtin_prefetch(&tok->merges.slots[mix(pair_key(sc->sym[i], sc->sym[i + 1])) &
+						      tok->merges.mask]);
 	size_t nh = 0;
 	for (int32_t i = 0; i + 1 < m; i++)
 		if ((st = push_pair(tok, sc, &nh, i)))
