@@ -423,16 +423,20 @@ static int cmd_bench(struct job *j)
 
 /* ---- the subcommands ---- */
 
+/* A subcommand: its function, whether it reads FILE (or stdin), and how
+ * many worker threads it starts by default (-j overrides; 0: one per CPU,
+ * -1: none). */
 static const struct command {
 	const char *name;
 	int (*run)(struct job *j);
-	bool input; /* reads FILE or stdin */
+	bool input;
+	int threads;
 } commands[] = {
-	{"encode", cmd_encode, true},
-	{"decode", cmd_decode, true},
-	{"count", cmd_count, true},
-	{"bench", cmd_bench, true},
-	{"export", cmd_export, false},
+	{"encode", cmd_encode, true, 0},
+	{"decode", cmd_decode, true, -1},
+	{"count", cmd_count, true, 0},
+	{"bench", cmd_bench, true, 1},
+	{"export", cmd_export, false, -1},
 };
 
 static const struct tf_cli cli = {
@@ -470,12 +474,9 @@ int main(int argc, char **argv)
 		tf_die_status(st, "cannot load tokenizer");
 	if (opt_v41 && (st = tf_tok_add_v41_markers(j.tok, TF_TOK_V41_VOCAB)))
 		tf_die_status(st, "cannot add the V4.1 markers");
-	int threads = (int)opt_threads;
-	if (!strcmp(cmd->name, "encode") || !strcmp(cmd->name, "count") ||
-	    !strcmp(cmd->name, "bench")) {
-		if (!strcmp(cmd->name, "bench") && !opt_threads)
-			threads = 1;
-		if ((st = tf_pool_new(threads, &j.pool)))
+	if (cmd->threads >= 0) {
+		bool given = opt_threads || getenv("TF_THREADS");
+		if ((st = tf_pool_new(given ? (int)opt_threads : cmd->threads, &j.pool)))
 			tf_die_status(st, "cannot start threads");
 	}
 	int rc = cmd->run(&j);
