@@ -12,6 +12,11 @@
 #include "model/engram_host.h"
 #include "model/engram_layout.h"
 #include "model/engram_rng.h"
+#include "model/engram_rows.h"
+#include "model/engram_shard.h"
+#include "base/f16.h"
+#include <math.h>
+#include <sys/stat.h>
 
 /* A scratch path under /tmp, unique per process. */
 static void scratch(char *buf, size_t n, const char *name)
@@ -371,6 +376,157 @@ START_TEST(hash_blocked)
 }
 END_TEST
 
+START_TEST(e4m3_codec)
+{
+	ck_assert(tf_engram_e4m3_to_f32(0x38) == 1.0f);
+	ck_assert(tf_engram_e4m3_to_f32(0xb8) == -1.0f);
+	ck_assert(tf_engram_e4m3_to_f32(0x7e) == 448.0f);
+	ck_assert(tf_engram_e4m3_to_f32(0x08) == 0.015625f);
+	ck_assert(tf_engram_e4m3_to_f32(0x01) == 0.001953125f);
+	ck_assert(isnan(tf_engram_e4m3_to_f32(0x7f)) && isnan(tf_engram_e4m3_to_f32(0xff)));
+	/* Every byte but NaN encodes back to itself. */
+	for (int b = 0; b < 256; b++)
+		if ((b & 0x7f) != 0x7f)
+			ck_assert_int_eq(tf_engram_f32_to_e4m3(tf_engram_e4m3_to_f32((uint8_t)b)), b);
+	/* Ties go to even, large values saturate, NaN stays NaN. */
+	ck_assert_int_eq(tf_engram_f32_to_e4m3(1.0625f), 0x38);
+	ck_assert_int_eq(tf_engram_f32_to_e4m3(1.1875f), 0x3a);
+	ck_assert_int_eq(tf_engram_f32_to_e4m3(0.0029296875f), 0x02); /* 1.5 * 2^-9 */
+	ck_assert_int_eq(tf_engram_f32_to_e4m3(1e9f), 0x7e);
+	ck_assert_int_eq(tf_engram_f32_to_e4m3(-460.0f), 0xfe);
+	ck_assert_int_eq(tf_engram_f32_to_e4m3(NAN), 0x7f);
+}
+END_TEST
+
+START_TEST(lut_values)
+{
+	const uint16_t *t = tf_engram_lut();
+	ck_assert_uint_eq(t[127 << 8 | 0x38], 0x3f80);        /* 1.0 */
+	ck_assert_uint_eq(t[127 << 8 | 0xb8], 0xbf80);        /* -1.0 */
+	ck_assert_uint_eq(t[128 << 8 | 0x7e], 0x4460);        /* 896 */
+	ck_assert_uint_eq(t[120 << 8 | 0x01], tf_f32_to_bf16(ldexpf(1, -16)));
+	ck_assert_uint_eq(t[1 << 8 | 0x01], 0);               /* 2^-135 rounds to 0 */
+	ck_assert_uint_eq(t[255 << 8 | 0x38], 0x7f80);        /* 2^128 overflows */
+	for (int b = 0; b < 256; b++)
+		ck_assert_uint_eq(t[b], 0);                   /* scale 0 gives 0 */
+	/* Every finite entry is the exact product rounded once to bf16. */
+	for (int s = 1; s < 255; s++)
+		for (int b = 0; b < 256; b++) {
+			float x = tf_engram_e4m3_to_f32((uint8_t)b);
+			if (isnan(x)) {
+				ck_assert(isnan(tf_bf16_to_f32(t[s << 8 | b])));
+				continue;
+			}
+			double want = ldexp((double)x, s - 127);
+			float got = tf_bf16_to_f32(t[s << 8 | b]);
+			if (isinf(got) || want == 0)
+				continue;
+			double ulp = fmax(ldexp(fabs(want), -8), ldexp(1, -133));
+			ck_assert_msg(fabs(got - want) <= ulp / 2 * 1.0000001, "s %d b %d", s, b);
+		}
+}
+END_TEST
+
+START_TEST(row_roundtrip)
+{
+	struct tf_rng r;
+	tf_rng_seed(&r, 5);
+	float v[256];
+	uint8_t row[264];
+	uint16_t out[256];
+	for (int trial = 0; trial < 50; trial++) {
+		float mag = ldexpf(1, (int)tf_rng_below(&r, 40) - 20);
+		for (int i = 0; i < 256; i++)
+			v[i] = tf_rng_normal(&r) * mag;
+		if (trial == 0)
+			memset(v + 32, 0, 32 * sizeof(float)); /* an all-zero block */
+		tf_engram_row_encode(v, row);
+		tf_engram_rows_decode(row, 1, out);
+		if (trial == 0)
+			ck_assert_uint_eq(row[256 + 1], 0);
+		for (int b = 0; b < 8; b++) {
+			float amax = 0;
+			for (int i = 0; i < 32; i++)
+				amax = fmaxf(amax, fabsf(v[b * 32 + i]));
+			for (int i = 0; i < 32; i++) {
+				float got = tf_bf16_to_f32(out[b * 32 + i]), want = v[b * 32 + i];
+				/* e4m3 keeps 3 mantissa bits; the block's scale puts its
+				 * largest value near 448, so the smallest lose more */
+				float tol = fmaxf(fabsf(want) / 16, amax / 448 / 512 * 2) * 1.01f;
+				ck_assert_msg(fabsf(got - want) <= tol, "%g vs %g", got, want);
+			}
+		}
+	}
+}
+END_TEST
+
+static void shard_roundtrip(int uring)
+{
+	if (!uring)
+		setenv("TF_ENGRAM_URING", "0", 1);
+	setenv("TF_ENGRAM_QD", "8", 1);
+	char path[256];
+	scratch(path, sizeof(path), uring ? "shard-u.bin" : "shard-t.bin");
+	struct tf_engram_shard_header h = {14, 1000, 1500, 9000, 264};
+	struct tf_engram_shard_writer w;
+	ck_assert_int_eq(tf_engram_shard_create(&w, path, &h), TF_OK);
+	uint8_t row[264];
+	for (uint64_t i = h.lo; i < h.hi; i++) {
+		for (int k = 0; k < 264; k++)
+			row[k] = (uint8_t)(i * 31 + (uint64_t)k * 7);
+		ck_assert_int_eq(tf_engram_shard_append(&w, row, 1), TF_OK);
+	}
+	ck_assert_int_eq(tf_engram_shard_commit(&w), TF_OK);
+	struct tf_engram_shard *s;
+	tf_status st = tf_engram_shard_open(path, &s);
+	ck_assert_msg(st == TF_OK, "%s", tf_errmsg(st));
+	if (!uring)
+		ck_assert_str_eq(tf_engram_shard_backend(s), "threads");
+	ck_assert_uint_eq(tf_engram_shard_info(s)->layer, 14);
+	uint64_t rows[200];
+	struct tf_rng r;
+	tf_rng_seed(&r, 8);
+	for (int i = 0; i < 200; i++)
+		rows[i] = 1000 + tf_rng_below(&r, 500);
+	rows[0] = 1000;
+	rows[1] = 1499;
+	uint8_t *out = malloc(200 * 264);
+	ck_assert_int_eq(tf_engram_shard_fetch(s, rows, 200, out), TF_OK);
+	for (int i = 0; i < 200; i++)
+		for (int k = 0; k < 264; k++)
+			ck_assert_uint_eq(out[i * 264 + k], (uint8_t)(rows[i] * 31 + (uint64_t)k * 7));
+	rows[5] = 1500;
+	ck_assert_int_eq(tf_engram_shard_fetch(s, rows, 200, out), TF_ERR_RANGE);
+	rows[5] = 999;
+	ck_assert_int_eq(tf_engram_shard_fetch(s, rows, 200, out), TF_ERR_RANGE);
+	free(out);
+	tf_engram_shard_close(s);
+
+	/* A short file, a wrong magic, a foreign version. */
+	ck_assert_int_eq(truncate(path, 4096 + 499 * 264), 0);
+	ck_assert_int_eq(tf_engram_shard_open(path, &s), TF_ERR_FORMAT);
+	ck_assert_int_eq(truncate(path, 20), 0);
+	ck_assert_int_eq(tf_engram_shard_open(path, &s), TF_ERR_FORMAT);
+	unlink(path);
+	unsigned char hdr[48] = "DSV41EN2";
+	ck_assert_int_eq(tf_engram_shard_header_parse(hdr, 48, 4096, "x", &h), TF_ERR_VERSION);
+	hdr[6] = 'X';
+	ck_assert_int_eq(tf_engram_shard_header_parse(hdr, 48, 4096, "x", &h), TF_ERR_FORMAT);
+	ck_assert_int_eq(tf_engram_shard_open("/nonexistent/x.bin", &s), TF_ERR_NOTFOUND);
+}
+
+START_TEST(shard_uring)
+{
+	shard_roundtrip(1);
+}
+END_TEST
+
+START_TEST(shard_threads)
+{
+	shard_roundtrip(0);
+}
+END_TEST
+
 Suite *suite_engram(void)
 {
 	Suite *s = suite_create("engram");
@@ -384,6 +540,11 @@ Suite *suite_engram(void)
 	tcase_add_test(tc, hash_fixture);
 	tcase_add_test(tc, host_roundtrip);
 	tcase_add_test(tc, hash_blocked);
+	tcase_add_test(tc, e4m3_codec);
+	tcase_add_test(tc, lut_values);
+	tcase_add_test(tc, row_roundtrip);
+	tcase_add_test(tc, shard_uring);
+	tcase_add_test(tc, shard_threads);
 	suite_add_tcase(s, tc);
 	return s;
 }
