@@ -100,24 +100,24 @@ tf_status tf_engram_map_check(const uint32_t *map, uint32_t vocab, uint32_t comp
 	return TF_OK;
 }
 
-tf_status tf_engram_host_init(struct tf_engram_host *h, const struct tf_engram_params *p,
+tf_status tf_engram_host_init(struct tf_engram_host *h, const struct tf_config *c,
 			      uint32_t *map, uint32_t vocab, uint32_t compressed)
 {
 	memset(h, 0, sizeof(*h));
 	h->map = map;
-	tf_status st = tf_engram_params_check(p);
+	tf_status st = tf_engram_config_check(c);
 	if (st)
 		return st;
 	if (vocab < 1 || vocab > TF_ENGRAM_MAX_VOCAB)
 		return tf_err(TF_ERR_RANGE, "token map of %u ids (1..%u allowed)", vocab,
 			      TF_ENGRAM_MAX_VOCAB);
-	h->nlayers = p->nlayers;
-	h->max_ngram = p->max_ngram;
+	h->nlayers = c->n_engram;
+	h->max_ngram = c->engram_max_ngram;
 	h->vocab = vocab;
 	h->compressed = compressed;
-	memcpy(h->layer_ids, p->layer_ids, sizeof(h->layer_ids));
-	for (uint32_t l = 0; l < p->nlayers; l++)
-		tf_engram_multipliers(p->layer_ids[l], compressed, p->max_ngram, h->mult[l]);
+	memcpy(h->layer_ids, c->engram_layers, sizeof(h->layer_ids));
+	for (uint32_t l = 0; l < c->n_engram; l++)
+		tf_engram_multipliers(c->engram_layers[l], compressed, c->engram_max_ngram, h->mult[l]);
 	return tf_engram_map_check(map, vocab, compressed);
 }
 

@@ -38,9 +38,9 @@ struct tf_engram_host {
 	uint32_t *map;       /* [vocab]: token id -> compressed id; owned */
 };
 
-/* Fill a host for p's layers from a token map (taken over: the host frees
+/* Fill a host for the config's Engram layers from a token map (taken over: the host frees
  * it), computing the multipliers for its compressed size. */
-tf_status tf_engram_host_init(struct tf_engram_host *h, const struct tf_engram_params *p,
+tf_status tf_engram_host_init(struct tf_engram_host *h, const struct tf_config *c,
 			      uint32_t *map, uint32_t vocab, uint32_t compressed);
 void tf_engram_host_release(struct tf_engram_host *h);
 

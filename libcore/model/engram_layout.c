@@ -6,41 +6,26 @@
 
 #include "model/engram_rng.h"
 
-void tf_engram_params_release(struct tf_engram_params *p)
+tf_status tf_engram_config_check(const struct tf_config *c)
 {
-	memset(p, 0, sizeof(*p));
-	p->nlayers = 2;
-	p->layer_ids[0] = 1;
-	p->layer_ids[1] = 14;
-	p->num_embeddings[0] = 384006168;
-	p->num_embeddings[1] = 384016682;
-	p->max_ngram = 4;
-	p->heads = 8;
-	p->vocab = 16000000;
-	p->head_dim = 256;
-	p->pad_id = 2;
-	p->compressed_vocab = 99092;
-}
-
-tf_status tf_engram_params_check(const struct tf_engram_params *p)
-{
-	if (p->nlayers < 1 || p->nlayers > TF_ENGRAM_MAX_LAYERS)
+	if (c->n_engram < 1 || c->n_engram > TF_ENGRAM_MAX_LAYERS)
 		return tf_err(TF_ERR_CONFIG, "engram_layer_ids: %u layers (1..%d allowed)",
-			      p->nlayers, TF_ENGRAM_MAX_LAYERS);
-	for (uint32_t i = 0; i < p->nlayers; i++)
+			      c->n_engram, TF_ENGRAM_MAX_LAYERS);
+	for (uint32_t i = 0; i < c->n_engram; i++)
 		for (uint32_t j = 0; j < i; j++)
-			if (p->layer_ids[i] == p->layer_ids[j])
+			if (c->engram_layers[i] == c->engram_layers[j])
 				return tf_err(TF_ERR_CONFIG, "engram_layer_ids: layer %u twice",
-					      p->layer_ids[i]);
-	if (p->max_ngram < 2 || p->max_ngram > TF_ENGRAM_MAX_NGRAM)
-		return tf_err(TF_ERR_CONFIG, "engram_max_ngram_size %u: not in 2..%d", p->max_ngram,
-			      TF_ENGRAM_MAX_NGRAM);
-	if (p->heads < 1 || (uint64_t)(p->max_ngram - 1) * p->heads > TF_ENGRAM_MAX_COLS)
-		return tf_err(TF_ERR_CONFIG, "engram_n_heads %u: more than %d columns", p->heads,
-			      TF_ENGRAM_MAX_COLS);
-	if (p->vocab < 2 || p->vocab > (1ULL << 40))
+					      c->engram_layers[i]);
+	if (c->engram_max_ngram < 2 || c->engram_max_ngram > TF_ENGRAM_MAX_NGRAM)
+		return tf_err(TF_ERR_CONFIG, "engram_max_ngram_size %u: not in 2..%d",
+			      c->engram_max_ngram, TF_ENGRAM_MAX_NGRAM);
+	if (c->engram_heads < 1 ||
+	    (uint64_t)(c->engram_max_ngram - 1) * c->engram_heads > TF_ENGRAM_MAX_COLS)
+		return tf_err(TF_ERR_CONFIG, "engram_n_heads %u: more than %d columns",
+			      c->engram_heads, TF_ENGRAM_MAX_COLS);
+	if (c->engram_vocab < 2 || c->engram_vocab > (1ULL << 40))
 		return tf_err(TF_ERR_CONFIG, "engram_vocab_size %llu: not in 2..2^40",
-			      (unsigned long long)p->vocab);
+			      (unsigned long long)c->engram_vocab);
 	return TF_OK;
 }
 
@@ -103,52 +88,52 @@ bool tf_engram_is_prime(uint64_t n)
 	return true;
 }
 
-tf_status tf_engram_layout_init(struct tf_engram_layout *lay, const struct tf_engram_params *p)
+tf_status tf_engram_layout_init(struct tf_engram_layout *lay, const struct tf_config *c)
 {
-	tf_status st = tf_engram_params_check(p);
+	tf_status st = tf_engram_config_check(c);
 	if (st)
 		return st;
 	memset(lay, 0, sizeof(*lay));
-	lay->nlayers = p->nlayers;
-	lay->max_ngram = p->max_ngram;
-	lay->heads = p->heads;
-	lay->cols = (p->max_ngram - 1) * p->heads;
-	memcpy(lay->layer_ids, p->layer_ids, sizeof(lay->layer_ids));
+	lay->nlayers = c->n_engram;
+	lay->max_ngram = c->engram_max_ngram;
+	lay->heads = c->engram_heads;
+	lay->cols = (c->engram_max_ngram - 1) * c->engram_heads;
+	memcpy(lay->layer_ids, c->engram_layers, sizeof(lay->layer_ids));
 
 	/* Every prime taken so far, by any layer: at most 8 * 64. */
 	uint64_t used[TF_ENGRAM_MAX_LAYERS * TF_ENGRAM_MAX_COLS];
 	size_t nused = 0;
-	for (uint32_t l = 0; l < p->nlayers; l++) {
-		for (uint32_t n = 2; n <= p->max_ngram; n++) {
-			uint64_t cur = p->vocab - 1;
-			for (uint32_t h = 0; h < p->heads; h++) {
-				uint64_t c = cur + 1;
-				for (;; c++) {
-					if (!tf_engram_is_prime(c))
+	for (uint32_t l = 0; l < c->n_engram; l++) {
+		for (uint32_t n = 2; n <= c->engram_max_ngram; n++) {
+			uint64_t cur = c->engram_vocab - 1;
+			for (uint32_t h = 0; h < c->engram_heads; h++) {
+				uint64_t q = cur + 1;
+				for (;; q++) {
+					if (!tf_engram_is_prime(q))
 						continue;
 					size_t i = 0;
-					while (i < nused && used[i] != c)
+					while (i < nused && used[i] != q)
 						i++;
 					if (i == nused)
 						break;
 				}
-				used[nused++] = c;
-				cur = c;
-				lay->prime[l][(n - 2) * p->heads + h] = (int64_t)c;
+				used[nused++] = q;
+				cur = q;
+				lay->prime[l][(n - 2) * c->engram_heads + h] = (int64_t)q;
 			}
 		}
 		uint64_t sum = 0;
-		for (uint32_t c = 0; c < lay->cols; c++) {
-			lay->offset[l][c] = (int64_t)sum;
-			sum += (uint64_t)lay->prime[l][c];
+		for (uint32_t k = 0; k < lay->cols; k++) {
+			lay->offset[l][k] = (int64_t)sum;
+			sum += (uint64_t)lay->prime[l][k];
 		}
 		lay->rows[l] = sum;
-		if (p->num_embeddings[l] && p->num_embeddings[l] != sum)
+		if (c->engram_rows[l] && c->engram_rows[l] != sum)
 			return tf_err(TF_ERR_CONFIG,
 				      "engram layer %u: primes sum to %llu rows, config "
 				      "engram_num_embeddings says %llu",
-				      p->layer_ids[l], (unsigned long long)sum,
-				      (unsigned long long)p->num_embeddings[l]);
+				      c->engram_layers[l], (unsigned long long)sum,
+				      (unsigned long long)c->engram_rows[l]);
 	}
 	return TF_OK;
 }

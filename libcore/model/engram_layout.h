@@ -23,31 +23,17 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "model/config.h"
 
-#define TF_ENGRAM_MAX_LAYERS 8
+#define TF_ENGRAM_MAX_LAYERS TF_CONFIG_MAX_ENGRAM
 #define TF_ENGRAM_MAX_NGRAM 8   /* orders 2..8 */
 #define TF_ENGRAM_MAX_COLS 64   /* (max_ngram - 1) * heads */
 #define TF_ENGRAM_MULT_SEED 10007
 
-/* The Engram settings of a model config (text_config keys in comments). */
-struct tf_engram_params {
-	uint32_t nlayers;                                 /* len(engram_layer_ids) */
-	uint32_t layer_ids[TF_ENGRAM_MAX_LAYERS];         /* engram_layer_ids */
-	uint64_t num_embeddings[TF_ENGRAM_MAX_LAYERS];    /* engram_num_embeddings; 0: unchecked */
-	uint32_t max_ngram;                               /* engram_max_ngram_size (4) */
-	uint32_t heads;                                   /* engram_n_heads (8) */
-	uint64_t vocab;                                   /* engram_vocab_size (16e6): prime base */
-	uint32_t head_dim;                                /* engram_head_dim (256) */
-	uint32_t pad_id;                                  /* engram_pad_token_id (2) */
-	uint32_t compressed_vocab;                        /* engram_compressed_vocab_size */
-};
-
-/* The release values (DeepSeek-V4.1-Flash). */
-void tf_engram_params_release(struct tf_engram_params *p);
-
-/* Check ranges and caps: 1..8 layers, distinct ids, 2 <= max_ngram <= 8,
- * columns <= 64, vocab >= 2. TF_ERR_CONFIG with the field named. */
-tf_status tf_engram_params_check(const struct tf_engram_params *p);
+/* Check what this module needs of a config's Engram settings: 1..8
+ * layers, distinct ids, 2 <= max_ngram <= 8, columns <= 64, 2 <= vocab <=
+ * 2^40. TF_ERR_CONFIG naming the field. */
+tf_status tf_engram_config_check(const struct tf_config *c);
 
 struct tf_engram_layout {
 	uint32_t nlayers, max_ngram, heads, cols;
@@ -57,10 +43,11 @@ struct tf_engram_layout {
 	uint64_t rows[TF_ENGRAM_MAX_LAYERS];                      /* sum of primes */
 };
 
-/* Primes and offsets for p (multipliers are separate: they depend on the
- * token map). When p->num_embeddings[l] is non-zero it must equal the
- * layer's row count, else TF_ERR_CONFIG naming both. */
-tf_status tf_engram_layout_init(struct tf_engram_layout *lay, const struct tf_engram_params *p);
+/* Primes and offsets for a config's Engram layers (multipliers are
+ * separate: they depend on the token map). When c->engram_rows[l]
+ * (engram_num_embeddings) is non-zero it must equal the layer's row count,
+ * else TF_ERR_CONFIG naming both. */
+tf_status tf_engram_layout_init(struct tf_engram_layout *lay, const struct tf_config *c);
 
 /* The row range [lo, hi) of columns [c0, c1) of layer index l (layer-local
  * rows; c0 == c1 gives an empty range at offset c0). */

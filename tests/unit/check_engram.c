@@ -119,9 +119,9 @@ END_TEST
 
 START_TEST(layout_release)
 {
-	struct tf_engram_params p;
+	struct tf_config p;
 	struct tf_engram_layout lay;
-	tf_engram_params_release(&p);
+	ck_assert_int_eq(tf_config_preset(&p, "release"), TF_OK);
 	ck_assert_int_eq(tf_engram_layout_init(&lay, &p), TF_OK);
 	ck_assert_uint_eq(lay.cols, 24);
 	ck_assert_int_eq(lay.prime[0][0], 16000057);
@@ -138,7 +138,7 @@ START_TEST(layout_release)
 			if (c % 8)
 				ck_assert_int_gt(lay.prime[l][c], lay.prime[l][c - 1]);
 	/* A wrong row count in the config is refused. */
-	p.num_embeddings[1]++;
+	p.engram_rows[1]++;
 	ck_assert_int_eq(tf_engram_layout_init(&lay, &p), TF_ERR_CONFIG);
 	/* Spans and the TP split. */
 	uint32_t c0, c1;
@@ -152,11 +152,20 @@ START_TEST(layout_release)
 	ck_assert_uint_eq(c0, 10);
 	ck_assert_uint_eq(c1, 15);
 	uint64_t lo, hi;
-	p.num_embeddings[1]--;
+	p.engram_rows[1]--;
 	tf_engram_layout_init(&lay, &p);
 	tf_engram_layout_span(&lay, 0, 12, 24, &lo, &hi);
 	ck_assert_uint_eq(lo, (uint64_t)lay.offset[0][12]);
 	ck_assert_uint_eq(hi, 384006168);
+	/* The smaller presets' row counts (worked out by hand in config.c). */
+	ck_assert_int_eq(tf_config_preset(&p, "tiny"), TF_OK);
+	ck_assert_int_eq(tf_engram_layout_init(&lay, &p), TF_OK);
+	ck_assert_int_eq(lay.prime[0][0], 1009);
+	ck_assert_int_eq(lay.prime[0][2], 1019);
+	ck_assert_int_eq(tf_config_preset(&p, "small"), TF_OK);
+	ck_assert_int_eq(tf_engram_layout_init(&lay, &p), TF_OK);
+	p.n_engram = 0;
+	ck_assert_int_eq(tf_engram_layout_init(&lay, &p), TF_ERR_CONFIG);
 }
 END_TEST
 
@@ -229,10 +238,10 @@ START_TEST(hash_fixture)
 	tf_status st = tf_engram_fixture_read(path, 24, &f);
 	ck_assert_msg(st == TF_OK, "%s", tf_errmsg(st));
 	ck_assert_uint_eq(f.ncases, 4);
-	struct tf_engram_params p;
+	struct tf_config p;
 	struct tf_engram_layout lay;
 	struct tf_engram_hasher h;
-	tf_engram_params_release(&p);
+	ck_assert_int_eq(tf_config_preset(&p, "release"), TF_OK);
 	ck_assert_int_eq(tf_engram_layout_init(&lay, &p), TF_OK);
 	/* The fixture's multipliers are NumPy's, so equal to ours. */
 	for (uint32_t l = 0; l < 2; l++) {
@@ -295,8 +304,8 @@ static uint32_t *small_map(uint32_t vocab, uint32_t *compressed)
 
 START_TEST(host_roundtrip)
 {
-	struct tf_engram_params p;
-	tf_engram_params_release(&p);
+	struct tf_config p;
+	ck_assert_int_eq(tf_config_preset(&p, "release"), TF_OK);
 	uint32_t comp, *map = small_map(100, &comp);
 	struct tf_engram_host h, r;
 	ck_assert_int_eq(tf_engram_host_init(&h, &p, map, 100, comp), TF_OK);
@@ -347,11 +356,11 @@ START_TEST(hash_blocked)
 {
 	/* Image ids (past the map) and the sequence start block, the pad
 	 * stands in, and a blocked step blocks every larger order. */
-	struct tf_engram_params p;
+	struct tf_config p;
 	struct tf_engram_layout lay;
 	struct tf_engram_host host;
 	struct tf_engram_hasher h;
-	tf_engram_params_release(&p);
+	ck_assert_int_eq(tf_config_preset(&p, "release"), TF_OK);
 	ck_assert_int_eq(tf_engram_layout_init(&lay, &p), TF_OK);
 	uint32_t comp, *map = small_map(50, &comp);
 	ck_assert_int_eq(tf_engram_host_init(&host, &p, map, 50, comp), TF_OK);
