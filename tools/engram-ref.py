@@ -10,7 +10,11 @@ first appearance like a real one; the fixture lists only the ids its cases
 use. tests/unit/check_engram.c reads the output back and hashes it with
 libcore.
 
-Usage: tools/engram-ref.py OUT.bin   (needs /usr/bin/python3 with numpy)
+Usage (needs /usr/bin/python3 with numpy):
+  tools/engram-ref.py fixture OUT.bin      the hash fixture
+  tools/engram-ref.py host OUT.bin         an engram-host.bin with the synthetic map
+  tools/engram-ref.py hash [--lookback A,B] ID...
+                                           rows as tf-engram-hash's text format
 """
 import struct
 import sys
@@ -111,14 +115,49 @@ def hash_rows(ids, lookback, tmap, mult, primes, offsets):
     return rows
 
 
+def write_host(out, mult, tmap):
+    b = bytearray(b"DSV41EH1")
+    b += struct.pack("<4I", len(LAYERS), M, VOCAB, COMPRESSED)
+    b += struct.pack("<%dI" % len(LAYERS), *LAYERS)
+    for m in mult:
+        b += struct.pack("<%dq" % M, *m)
+    b += struct.pack("<%dI" % VOCAB, *tmap)
+    with open(out, "wb") as f:
+        f.write(b)
+
+
+def print_rows(args, mult, tmap, primes, offsets):
+    lookback = []
+    if args and args[0] == "--lookback":
+        lookback = [int(x) for x in args[1].split(",")]
+        args = args[2:]
+    ids = [int(x) for x in args]
+    rows = hash_rows(ids, lookback, tmap, mult, primes, offsets)
+    per = len(LAYERS) * (M - 1) * HEADS
+    for t in range(len(ids)):
+        print(" ".join(str(r) for r in rows[t * per:(t + 1) * per]))
+    print()
+
+
 def main():
-    out = sys.argv[1]
+    cmd, args = sys.argv[1], sys.argv[2:]
     primes, offsets = layout()
+    mult = multipliers()
+    tmap = token_map()
+    if cmd == "host":
+        write_host(args[0], mult, tmap)
+    elif cmd == "hash":
+        print_rows(args, mult, tmap, primes, offsets)
+    elif cmd == "fixture":
+        write_fixture(args[0], mult, tmap, primes, offsets)
+    else:
+        sys.exit("usage: engram-ref.py fixture|host|hash ...")
+
+
+def write_fixture(out, mult, tmap, primes, offsets):
     assert primes[0][0] == 16000057 and primes[1][23] == 16000889
     assert offsets[0][23] == 368005705
     assert [sum(p) for p in primes] == NUM_EMBEDDINGS
-    mult = multipliers()
-    tmap = token_map()
 
     rng = np.random.default_rng(1401)
     ids = [int(x) for x in rng.integers(3, VOCAB, 37)]

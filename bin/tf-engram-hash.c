@@ -1,0 +1,599 @@
+/* tf-engram-hash: token ids to DeepSeek-V4.1 Engram table rows; builds the
+ * Engram host file from a tokenizer; prints decoded rows of a row shard;
+ * writes synthetic shards; measures hashing and row fetches.
+ *
+ * Input ids: one sequence per line, space-separated ids or a JSON array
+ * (what `tf-tokenize encode` writes, with or without --json); operands that
+ * are numbers form one sequence instead. Each sequence is hashed on its own
+ * (with --lookback ids before it, if given). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/buf.h"
+#include "base/cli.h"
+#include "base/f16.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/num.h"
+#include "base/progress.h"
+#include "base/rng.h"
+#include "model/config.h"
+#include "model/engram_hash.h"
+#include "model/engram_host.h"
+#include "model/engram_layout.h"
+#include "model/engram_map.h"
+#include "model/engram_rows.h"
+#include "model/engram_shard.h"
+
+static const char *opt_config, *opt_host, *opt_tokenizer, *opt_lookback, *opt_format,
+	*opt_output;
+static int64_t opt_rank, opt_world, opt_layer, opt_seed, opt_count;
+
+static const struct tf_opt opts[] = {
+	{"config", 'c', TF_OPT_STR, &opt_config, "CONFIG", "TF_CONFIG", "release",
+	 "model config: config.json, a folder holding it, or a preset (tiny|small|release)", 0,
+	 0, NULL},
+	{"host", 0, TF_OPT_STR, &opt_host, "FILE", "TF_ENGRAM_HOST", NULL,
+	 "Engram host file (engram-host.bin) with the multipliers and token map", 0, 0, NULL},
+	{"tokenizer", 't', TF_OPT_STR, &opt_tokenizer, "FILE", "TF_TOKENIZER", NULL,
+	 "tokenizer.json to build the token map from (instead of --host)", 0, 0, NULL},
+	TF_OPT_RANK(&opt_rank),
+	TF_OPT_WORLD(&opt_world),
+	{"lookback", 0, TF_OPT_STR, &opt_lookback, "IDS", NULL, NULL,
+	 "up to max-ngram - 1 ids before each sequence, oldest first (\"5,6,7\")", 0, 0, NULL},
+	{"format", 'f', TF_OPT_CHOICE, &opt_format, "FMT", NULL, "text",
+	 "output: text lines, JSON lines, or raw little-endian values", 0, 0, "text|json|bin"},
+	{"output", 'o', TF_OPT_STR, &opt_output, "FILE", NULL, NULL,
+	 "host, shard: the file to write", 0, 0, NULL},
+	{"layer", 0, TF_OPT_INT, &opt_layer, "L", NULL, "-1",
+	 "shard: the Engram layer (default: the first)", -1, 1 << 20, NULL},
+	{"seed", 0, TF_OPT_INT, &opt_seed, "N", NULL, "1", "shard, bench: random seed", 0,
+	 4e18, NULL},
+	{"count", 'n', TF_OPT_INT, &opt_count, "N", NULL, "0",
+	 "bench: positions to hash and rows to fetch (0: a default)", 0, 1LL << 32, NULL},
+};
+
+static const struct tf_cli cli = {
+	"tf-engram-hash",
+	"[OPTION]... [--host FILE | -t TOKENIZER] [IDS...|-]\n"
+	"  or:  tf-engram-hash host -t TOKENIZER [-c CONFIG] -o FILE\n"
+	"  or:  tf-engram-hash rows SHARD ROW...\n"
+	"  or:  tf-engram-hash shard [-c CONFIG] [--layer L] [--rank R --world W] -o FILE\n"
+	"  or:  tf-engram-hash bench [--host FILE | -t TOKENIZER] [SHARD]",
+	"Hash token ids to DeepSeek-V4.1 Engram table rows; build the host file; read shards.",
+	"host|rows|shard|bench",
+	opts,
+	TF_NOPTS(opts),
+};
+
+/* The config named by -c: a preset, a config.json, or a folder with one. */
+static void load_config(struct tf_config *c)
+{
+	struct stat sb;
+	tf_status st;
+	if (stat(opt_config, &sb) == 0) {
+		char *path = S_ISDIR(sb.st_mode) ? tf_path_join(opt_config, "config.json")
+						 : strdup(opt_config);
+		if (!path)
+			tf_die(71, "out of memory");
+		st = tf_config_load(c, path);
+		if (st)
+			tf_die_status(st, "cannot use config '%s'", path);
+		free(path);
+	} else if (tf_config_preset(c, opt_config)) {
+		tf_die(66, "config '%s' is neither a file, a folder nor a preset (%s)", opt_config,
+		       tf_config_preset_names());
+	}
+	if ((st = tf_engram_config_check(c)))
+		tf_die_status(st, "config '%s'", opt_config);
+}
+
+/* A host from --host, or built from -t. */
+static void load_host(const struct tf_config *c, struct tf_engram_host *h)
+{
+	tf_status st;
+	if (opt_host && opt_tokenizer)
+		tf_usage_error("give --host or --tokenizer, not both");
+	if (opt_host) {
+		if ((st = tf_engram_host_read(opt_host, h)))
+			tf_die_status(st, "cannot use host file '%s'", opt_host);
+		return;
+	}
+	if (!opt_tokenizer)
+		tf_usage_error("needs --host FILE or --tokenizer FILE");
+	uint32_t *map = NULL, vocab = 0, compressed = 0;
+	tf_die(69, "building the token map from a tokenizer is not available yet"); /* TOK */
+	if ((st = tf_engram_host_init(h, c, map, vocab, compressed)))
+		tf_die_status(st, "cannot build the Engram host");
+	if (c->engram_compressed_vocab && compressed != c->engram_compressed_vocab)
+		tf_log(TF_LOG_INFO, "token map has %u compressed ids, config says %u", compressed,
+		       c->engram_compressed_vocab);
+}
+
+/* The hasher for the config and host; columns of --rank/--world. */
+static void setup(struct tf_config *c, struct tf_engram_layout *lay, struct tf_engram_host *h,
+		  struct tf_engram_hasher *hs, uint32_t *c0, uint32_t *c1)
+{
+	tf_status st;
+	if (opt_rank >= opt_world)
+		tf_usage_error("--rank %lld is not below --world %lld", (long long)opt_rank,
+			       (long long)opt_world);
+	load_config(c);
+	if ((st = tf_engram_layout_init(lay, c)))
+		tf_die_status(st, "config '%s'", opt_config);
+	load_host(c, h);
+	if ((st = tf_engram_hasher_init(hs, lay, h, c->engram_pad)))
+		tf_die_status(st, "host and config '%s' disagree", opt_config);
+	tf_engram_rank_cols(lay->cols, (uint32_t)opt_rank, (uint32_t)opt_world, c0, c1);
+}
+
+/* ---- hashing ---- */
+
+struct ids {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+static void push(struct ids *s, uint32_t id)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 256;
+		s->v = realloc(s->v, s->cap * sizeof(*s->v));
+		if (!s->v)
+			tf_die(71, "out of memory");
+	}
+	s->v[s->n++] = id;
+}
+
+/* Append the ids of one line (space/comma separated, or a JSON array);
+ * every id must be below the config's vocab. */
+static void parse_line(const char *s, size_t len, const char *where, uint32_t vocab,
+		       struct ids *out)
+{
+	size_t at = 0;
+	while (at < len && (s[at] == ' ' || s[at] == '\t'))
+		at++;
+	if (at < len && s[at] == '[') {
+		json_t *a;
+		tf_status st = tf_json_parse(s, len, where, &a);
+		if (st)
+			tf_die(65, "%s", tf_errmsg(st));
+		size_t i;
+		json_t *v;
+		if (!json_is_array(a))
+			tf_die(65, "%s: not a JSON array of token ids", where);
+		json_array_foreach(a, i, v) {
+			if (!json_is_integer(v) || json_integer_value(v) < 0)
+				tf_die(65, "%s: item %zu is not a token id", where, i + 1);
+			if (json_integer_value(v) >= vocab)
+				tf_die(65, "%s: token id %lld is past the vocabulary (%u ids)", where,
+				       (long long)json_integer_value(v), vocab);
+			push(out, (uint32_t)json_integer_value(v));
+		}
+		json_decref(a);
+		return;
+	}
+	while (at < len) {
+		while (at < len && (s[at] == ' ' || s[at] == '\t' || s[at] == ',' || s[at] == '\r' ||
+				    s[at] == '\n'))
+			at++;
+		if (at == len)
+			break;
+		size_t start = at;
+		uint64_t v = 0;
+		while (at < len && s[at] >= '0' && s[at] <= '9' && v < (1ULL << 40))
+			v = v * 10 + (uint64_t)(s[at++] - '0');
+		if (at == start || (at < len && !strchr(" \t,\r\n", s[at])))
+			tf_die(65, "%s: '%.*s' is not a token id", where,
+			       (int)strcspn(s + start, " \t,\r\n") > 24 ? 24
+								      : (int)strcspn(s + start, " \t,\r\n"),
+			       s + start);
+		if (v >= vocab)
+			tf_die(65, "%s: token id %llu is past the vocabulary (%u ids)", where,
+			       (unsigned long long)v, vocab);
+		push(out, (uint32_t)v);
+	}
+}
+
+static void put_i64(struct tf_buf *b, int64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		tmp[n++] = '-';
+	while (n)
+		tf_buf_putc(b, tmp[--n]);
+}
+
+/* Write one sequence's rows: rows [n][L][w], columns [c0, c0 + w). */
+static void emit(const struct tf_engram_layout *lay, const int64_t *rows, size_t n, size_t w,
+		 uint32_t c0, struct tf_buf *b)
+{
+	size_t per = lay->nlayers * w;
+	if (!strcmp(opt_format, "bin")) {
+		for (size_t i = 0; i < n * per; i++) {
+			unsigned char x[8];
+			for (int k = 0; k < 8; k++)
+				x[k] = (unsigned char)((uint64_t)rows[i] >> (8 * k));
+			tf_buf_append(b, x, 8);
+		}
+	} else if (!strcmp(opt_format, "json")) {
+		tf_buf_printf(b, "{\"n\":%zu,\"layers\":[", n);
+		for (uint32_t l = 0; l < lay->nlayers; l++)
+			tf_buf_printf(b, "%s%u", l ? "," : "", lay->layer_ids[l]);
+		tf_buf_printf(b, "],\"cols\":[%u,%zu],\"rows\":[", c0, c0 + w);
+		for (size_t t = 0; t < n; t++) {
+			tf_buf_puts(b, t ? ",[" : "[");
+			for (uint32_t l = 0; l < lay->nlayers; l++) {
+				tf_buf_puts(b, l ? ",[" : "[");
+				for (size_t c = 0; c < w; c++) {
+					if (c)
+						tf_buf_putc(b, ',');
+					put_i64(b, rows[t * per + l * w + c]);
+				}
+				tf_buf_putc(b, ']');
+			}
+			tf_buf_putc(b, ']');
+		}
+		tf_buf_puts(b, "]}\n");
+	} else {
+		/* a line per position, a blank line after each sequence */
+		for (size_t t = 0; t < n; t++) {
+			for (size_t i = 0; i < per; i++) {
+				if (i)
+					tf_buf_putc(b, ' ');
+				put_i64(b, rows[t * per + i]);
+			}
+			tf_buf_putc(b, '\n');
+		}
+		tf_buf_putc(b, '\n');
+	}
+}
+
+static void flush(struct tf_buf *b)
+{
+	if (b->len && fwrite(b->data, 1, b->len, stdout) != b->len)
+		tf_die(74, "cannot write to standard output: %s", strerror(errno));
+	tf_buf_reset(b);
+}
+
+static int cmd_hash(int argc, char **argv)
+{
+	struct tf_config c;
+	struct tf_engram_layout lay;
+	struct tf_engram_host h;
+	struct tf_engram_hasher hs;
+	uint32_t c0, c1;
+	setup(&c, &lay, &h, &hs, &c0, &c1);
+	size_t w = c1 - c0;
+
+	struct ids lb = {0}, seq = {0};
+	if (opt_lookback) {
+		parse_line(opt_lookback, strlen(opt_lookback), "--lookback", c.vocab, &lb);
+		if (lb.n > lay.max_ngram - 1)
+			tf_usage_error("--lookback: %zu ids, at most %u are used", lb.n,
+				       lay.max_ngram - 1);
+	}
+	struct tf_buf out = TF_BUF_INIT;
+	int64_t *rows = NULL;
+	size_t rows_cap = 0;
+	bool from_args = argc > 0 && strcmp(argv[0], "-");
+	FILE *in = stdin;
+	char *line = NULL;
+	size_t line_cap = 0, lineno = 0;
+	for (;;) {
+		seq.n = 0;
+		char where[64];
+		if (from_args) {
+			if (lineno++)
+				break;
+			for (int i = 0; i < argc; i++) {
+				snprintf(where, sizeof(where), "argument %d", i + 1);
+				parse_line(argv[i], strlen(argv[i]), where, c.vocab, &seq);
+			}
+		} else {
+			ssize_t len = getline(&line, &line_cap, in);
+			if (len < 0) {
+				if (ferror(in))
+					tf_die(74, "cannot read standard input: %s", strerror(errno));
+				break;
+			}
+			snprintf(where, sizeof(where), "line %zu", ++lineno);
+			parse_line(line, (size_t)len, where, c.vocab, &seq);
+		}
+		size_t need = seq.n * lay.nlayers * w;
+		if (need > rows_cap) {
+			rows_cap = need;
+			if (!(rows = realloc(rows, rows_cap * sizeof(*rows))))
+				tf_die(71, "out of memory");
+		}
+		tf_engram_hash(&hs, seq.v, seq.n, lb.v, lb.n, c0, c1, rows);
+		emit(&lay, rows, seq.n, w, c0, &out);
+		if (out.len > (1u << 20))
+			flush(&out);
+	}
+	flush(&out);
+	tf_buf_release(&out);
+	free(line);
+	free(rows);
+	free(seq.v);
+	free(lb.v);
+	tf_engram_host_release(&h);
+	return 0;
+}
+
+/* ---- host ---- */
+
+static int cmd_host(int argc, char **argv)
+{
+	if (argc)
+		tf_usage_error("host takes no operands ('%s')", argv[0]);
+	if (!opt_tokenizer || opt_host)
+		tf_usage_error("host needs --tokenizer FILE (and no --host)");
+	if (!opt_output)
+		tf_usage_error("host needs --output FILE");
+	struct tf_config c;
+	struct tf_engram_host h;
+	load_config(&c);
+	load_host(&c, &h);
+	tf_status st = tf_engram_host_write(&h, opt_output);
+	if (st)
+		tf_die_status(st, "cannot write '%s'", opt_output);
+	if (tf_cli_chatty())
+		fprintf(stderr, "%s: %u token ids, %u compressed ids, %u layers\n", opt_output,
+			h.vocab, h.compressed, h.nlayers);
+	tf_engram_host_release(&h);
+	return 0;
+}
+
+/* ---- rows ---- */
+
+static int cmd_rows(int argc, char **argv)
+{
+	if (argc < 1)
+		tf_usage_error("rows needs a SHARD and row numbers");
+	struct tf_engram_shard *s;
+	tf_status st = tf_engram_shard_open(argv[0], &s);
+	if (st)
+		tf_die_status(st, "cannot open shard '%s'", argv[0]);
+	size_t n = (size_t)argc - 1;
+	uint64_t *rows = calloc(n + 1, sizeof(*rows));
+	uint8_t *raw = malloc((n + 1) * TF_ENGRAM_ROW_BYTES);
+	uint16_t *vals = malloc((n + 1) * TF_ENGRAM_ROW_VALUES * sizeof(uint16_t));
+	if (!rows || !raw || !vals)
+		tf_die(71, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (tf_parse_u64(argv[i + 1], UINT64_MAX, false, &rows[i]))
+			tf_die(65, "'%s' is not a row number", argv[i + 1]);
+	if ((st = tf_engram_shard_fetch(s, rows, n, raw)))
+		tf_die_status(st, "cannot fetch rows");
+	tf_engram_rows_decode(raw, n, vals);
+	struct tf_buf b = TF_BUF_INIT;
+	for (size_t i = 0; i < n; i++) {
+		const uint16_t *v = vals + i * TF_ENGRAM_ROW_VALUES;
+		if (!strcmp(opt_format, "bin")) {
+			for (int k = 0; k < TF_ENGRAM_ROW_VALUES; k++) {
+				tf_buf_putc(&b, (char)(v[k] & 0xff));
+				tf_buf_putc(&b, (char)(v[k] >> 8));
+			}
+		} else {
+			bool json = !strcmp(opt_format, "json");
+			tf_buf_printf(&b, json ? "{\"row\":%llu,\"values\":[" : "%llu:",
+				      (unsigned long long)rows[i]);
+			for (int k = 0; k < TF_ENGRAM_ROW_VALUES; k++) {
+				float f = tf_bf16_to_f32(v[k]);
+				const char *sep = json ? (k ? "," : "") : " ";
+				if (json && !isfinite(f))
+					tf_buf_printf(&b, "%snull", sep);
+				else
+					tf_buf_printf(&b, "%s%.9g", sep, (double)f);
+			}
+			tf_buf_puts(&b, json ? "]}\n" : "\n");
+		}
+		if (b.len > (1u << 20))
+			flush(&b);
+	}
+	flush(&b);
+	tf_buf_release(&b);
+	free(rows);
+	free(raw);
+	free(vals);
+	tf_engram_shard_close(s);
+	return 0;
+}
+
+/* ---- shard ---- */
+
+/* Row r's synthetic values: seeded by (seed, r), so every split of a table
+ * into shards holds the same rows. */
+static void synth_row(uint64_t seed, uint64_t r, uint8_t *row)
+{
+	struct tf_rng g;
+	float v[TF_ENGRAM_ROW_VALUES];
+	tf_rng_seed(&g, seed * 0x9e3779b97f4a7c15ull ^ r);
+	for (int i = 0; i < TF_ENGRAM_ROW_VALUES; i++)
+		v[i] = tf_rng_normal(&g) * 0.02f;
+	tf_engram_row_encode(v, row);
+}
+
+static int cmd_shard(int argc, char **argv)
+{
+	if (argc)
+		tf_usage_error("shard takes no operands ('%s')", argv[0]);
+	if (!opt_output)
+		tf_usage_error("shard needs --output FILE");
+	if (opt_rank >= opt_world)
+		tf_usage_error("--rank %lld is not below --world %lld", (long long)opt_rank,
+			       (long long)opt_world);
+	struct tf_config c;
+	struct tf_engram_layout lay;
+	load_config(&c);
+	tf_status st = tf_engram_layout_init(&lay, &c);
+	if (st)
+		tf_die_status(st, "config '%s'", opt_config);
+	uint32_t l = 0;
+	if (opt_layer >= 0) {
+		while (l < lay.nlayers && lay.layer_ids[l] != (uint32_t)opt_layer)
+			l++;
+		if (l == lay.nlayers)
+			tf_usage_error("--layer %lld is not an Engram layer of the config",
+				       (long long)opt_layer);
+	}
+	uint32_t c0, c1;
+	tf_engram_rank_cols(lay.cols, (uint32_t)opt_rank, (uint32_t)opt_world, &c0, &c1);
+	struct tf_engram_shard_header h = {lay.layer_ids[l], 0, 0, lay.rows[l], TF_ENGRAM_ROW_BYTES};
+	tf_engram_layout_span(&lay, l, c0, c1, &h.lo, &h.hi);
+	struct tf_engram_shard_writer w;
+	if ((st = tf_engram_shard_create(&w, opt_output, &h)))
+		tf_die_status(st, "cannot create '%s'", opt_output);
+	enum { BATCH = 4096 };
+	uint8_t *buf = malloc((size_t)BATCH * TF_ENGRAM_ROW_BYTES);
+	if (!buf)
+		tf_die(71, "out of memory");
+	struct tf_progress pr;
+	tf_progress_init(&pr, "rows", h.hi - h.lo, NULL);
+	for (uint64_t r = h.lo; r < h.hi;) {
+		size_t k = 0;
+		for (; k < BATCH && r < h.hi; k++, r++)
+			synth_row((uint64_t)opt_seed, r, buf + k * TF_ENGRAM_ROW_BYTES);
+		if ((st = tf_engram_shard_append(&w, buf, k))) {
+			tf_engram_shard_abort(&w);
+			tf_die_status(st, "cannot write '%s'", opt_output);
+		}
+		tf_progress_add(&pr, k);
+	}
+	tf_progress_end(&pr);
+	if ((st = tf_engram_shard_commit(&w)))
+		tf_die_status(st, "cannot write '%s'", opt_output);
+	free(buf);
+	if (tf_cli_chatty())
+		fprintf(stderr, "%s: layer %u, rows %llu..%llu of %llu (columns %u..%u)\n",
+			opt_output, lay.layer_ids[l], (unsigned long long)h.lo,
+			(unsigned long long)h.hi, (unsigned long long)h.total, c0, c1);
+	return 0;
+}
+
+/* ---- bench ---- */
+
+static int cmd_bench(int argc, char **argv)
+{
+	if (argc > 1)
+		tf_usage_error("bench takes at most one SHARD");
+	struct tf_config c;
+	struct tf_engram_layout lay;
+	struct tf_engram_host h;
+	struct tf_engram_hasher hs;
+	tf_status st;
+	load_config(&c);
+	if ((st = tf_engram_layout_init(&lay, &c)))
+		tf_die_status(st, "config '%s'", opt_config);
+	if (opt_host || opt_tokenizer) {
+		load_host(&c, &h);
+	} else {
+		/* a synthetic map of the config's compressed size */
+		uint32_t cv = c.engram_compressed_vocab ? c.engram_compressed_vocab : c.vocab;
+		uint32_t *map = malloc((size_t)c.vocab * 4);
+		if (!map)
+			tf_die(71, "out of memory");
+		for (uint32_t i = 0; i < c.vocab; i++)
+			map[i] = i % cv;
+		if ((st = tf_engram_host_init(&h, &c, map, c.vocab, cv < c.vocab ? cv : c.vocab)))
+			tf_die_status(st, "synthetic host");
+	}
+	if ((st = tf_engram_hasher_init(&hs, &lay, &h, c.engram_pad)))
+		tf_die_status(st, "host and config disagree");
+	bool json = !strcmp(opt_format, "json");
+
+	/* hashing: one thread, windows of 4096 positions, all columns */
+	size_t npos = opt_count ? (size_t)opt_count : 2000000, win = 4096;
+	uint32_t *ids = malloc(win * 4);
+	int64_t *rows = malloc(win * lay.nlayers * lay.cols * 8);
+	if (!ids || !rows)
+		tf_die(71, "out of memory");
+	struct tf_rng g;
+	tf_rng_seed(&g, (uint64_t)opt_seed);
+	for (size_t i = 0; i < win; i++)
+		ids[i] = (uint32_t)tf_rng_below(&g, c.vocab);
+	uint64_t sink = 0;
+	double t0 = tf_now();
+	for (size_t done = 0; done < npos; done += win) {
+		size_t n = npos - done < win ? npos - done : win;
+		tf_engram_hash(&hs, ids, n, ids + win - 3, 3, 0, lay.cols, rows);
+		sink += (uint64_t)rows[n * lay.nlayers * lay.cols - 1];
+		ids[done / win % win] ^= 1; /* keep the work from being hoisted */
+	}
+	double dt = tf_now() - t0;
+	double nrows = (double)npos * lay.nlayers * lay.cols;
+	if (json)
+		printf("{\"hash\":{\"positions\":%zu,\"rows\":%.0f,\"seconds\":%.6f,"
+		       "\"rows_per_s\":%.0f,\"check\":%llu}",
+		       npos, nrows, dt, nrows / dt, (unsigned long long)(sink & 0xffff));
+	else
+		printf("hash: %zu positions, %.0f rows in %.3f s: %.1f M rows/s (one thread)\n", npos,
+		       nrows, dt, nrows / dt / 1e6);
+	free(ids);
+	free(rows);
+
+	if (argc == 1) {
+		struct tf_engram_shard *s;
+		if ((st = tf_engram_shard_open(argv[0], &s)))
+			tf_die_status(st, "cannot open shard '%s'", argv[0]);
+		const struct tf_engram_shard_header *sh = tf_engram_shard_info(s);
+		size_t nfetch = opt_count ? (size_t)opt_count : 200000, batch = 1024;
+		uint64_t *want = malloc(batch * 8);
+		uint8_t *raw = malloc(batch * TF_ENGRAM_ROW_BYTES);
+		if (!want || !raw || sh->hi == sh->lo)
+			tf_die(65, "shard '%s' has no rows", argv[0]);
+		t0 = tf_now();
+		for (size_t done = 0; done < nfetch; done += batch) {
+			size_t n = nfetch - done < batch ? nfetch - done : batch;
+			for (size_t i = 0; i < n; i++)
+				want[i] = sh->lo + tf_rng_below(&g, sh->hi - sh->lo);
+			if ((st = tf_engram_shard_fetch(s, want, n, raw)))
+				tf_die_status(st, "fetch");
+		}
+		dt = tf_now() - t0;
+		if (json)
+			printf(",\"fetch\":{\"backend\":\"%s\",\"rows\":%zu,\"batch\":%zu,"
+			       "\"seconds\":%.6f,\"rows_per_s\":%.0f,\"bytes_per_s\":%.0f}",
+			       tf_engram_shard_backend(s), nfetch, batch, dt, nfetch / dt,
+			       nfetch * 264.0 / dt);
+		else
+			printf("fetch: %zu random rows of 264 B in batches of %zu (%s): %.0f rows/s, "
+			       "%.1f MB/s\n",
+			       nfetch, batch, tf_engram_shard_backend(s), nfetch / dt,
+			       nfetch * 264.0 / dt / 1e6);
+		free(want);
+		free(raw);
+		tf_engram_shard_close(s);
+	}
+	if (json)
+		printf("}\n");
+	tf_engram_host_release(&h);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int first = tf_cli_parse(&cli, argc, argv);
+	argc -= first;
+	argv += first;
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {{"host", cmd_host}, {"rows", cmd_rows}, {"shard", cmd_shard}, {"bench", cmd_bench}};
+	if (argc > 0)
+		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+			if (!strcmp(argv[0], cmds[i].name))
+				return cmds[i].fn(argc - 1, argv + 1);
+	return cmd_hash(argc, argv);
+}
