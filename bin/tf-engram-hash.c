@@ -100,7 +100,7 @@ static void load_host(const struct tf_config *c, struct tf_engram_host *h)
 		tf_usage_error("give --host or --tokenizer, not both");
 	if (opt_host) {
 		if ((st = tf_engram_host_read(opt_host, h)))
-			tf_die_status(st, "cannot use host file '%s'", opt_host);
+			tf_die_status(st, "cannot use host file");
 		return;
 	}
 	if (!opt_tokenizer)
@@ -364,7 +364,7 @@ static int cmd_rows(int argc, char **argv)
 	struct tf_engram_shard *s;
 	tf_status st = tf_engram_shard_open(argv[0], &s);
 	if (st)
-		tf_die_status(st, "cannot open shard '%s'", argv[0]);
+		tf_die_status(st, "cannot open shard");
 	size_t n = (size_t)argc - 1;
 	uint64_t *rows = calloc(n + 1, sizeof(*rows));
 	uint8_t *raw = malloc((n + 1) * TF_ENGRAM_ROW_BYTES);
@@ -586,7 +586,7 @@ static int cmd_bench(int argc, char **argv)
 	if (argc == 1) {
 		struct tf_engram_shard *s;
 		if ((st = tf_engram_shard_open(argv[0], &s)))
-			tf_die_status(st, "cannot open shard '%s'", argv[0]);
+			tf_die_status(st, "cannot open shard");
 		const struct tf_engram_shard_header *sh = tf_engram_shard_info(s);
 		size_t nfetch = opt_count ? (size_t)opt_count : 200000, batch = 1024;
 		uint64_t *want = malloc(batch * 8);
