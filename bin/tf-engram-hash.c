@@ -34,7 +34,7 @@ static const char *opt_config, *opt_host, *opt_tokenizer, *opt_lookback, *opt_fo
 static int64_t opt_rank, opt_world, opt_layer, opt_seed, opt_count;
 
 static const struct tf_opt opts[] = {
-	{"config", 'c', TF_OPT_STR, &opt_config, "CONFIG", "TF_CONFIG", "release",
+	{"config", 'c', TF_OPT_STR, &opt_config, "CONFIG", NULL, "release",
 	 "model config: config.json, a folder holding it, or a preset (tiny|small|release)", 0,
 	 0, NULL},
 	{"host", 0, TF_OPT_STR, &opt_host, "FILE", "TF_ENGRAM_HOST", NULL,
