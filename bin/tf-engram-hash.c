@@ -28,6 +28,7 @@
 #include "model/engram_map.h"
 #include "model/engram_rows.h"
 #include "model/engram_shard.h"
+#include "text/tokenizer.h"
 
 static const char *opt_config, *opt_host, *opt_tokenizer, *opt_lookback, *opt_format,
 	*opt_output;
@@ -105,8 +106,13 @@ static void load_host(const struct tf_config *c, struct tf_engram_host *h)
 	}
 	if (!opt_tokenizer)
 		tf_usage_error("needs --host FILE or --tokenizer FILE");
-	uint32_t *map = NULL, vocab = 0, compressed = 0;
-	tf_die(69, "building the token map from a tokenizer is not available yet"); /* TOK */
+	struct tf_tok *tok;
+	if ((st = tf_tok_load(opt_tokenizer, &tok)))
+		tf_die_status(st, "cannot load tokenizer");
+	uint32_t *map, vocab, compressed;
+	if ((st = tf_engram_map_build(tok, &map, &vocab, &compressed)))
+		tf_die_status(st, "cannot build the token map of '%s'", opt_tokenizer);
+	tf_tok_free(tok);
 	if ((st = tf_engram_host_init(h, c, map, vocab, compressed)))
 		tf_die_status(st, "cannot build the Engram host");
 	if (c->engram_compressed_vocab && compressed != c->engram_compressed_vocab)

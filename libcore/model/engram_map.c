@@ -6,6 +6,7 @@
 #include <utf8proc.h>
 
 #include "base/hmap.h"
+#include "text/tokenizer.h"
 
 #define SENTINEL 0xE000
 
@@ -170,4 +171,19 @@ out:
 	tf_hmap_release(&seen);
 	tf_buf_release(&key);
 	return st;
+}
+
+static const uint8_t *tok_token(void *ctx, uint32_t id, size_t *len, const char **raw,
+				size_t *rawn)
+{
+	const struct tf_tok *tok = ctx;
+	*raw = tf_tok_piece(tok, id, rawn);
+	return tf_tok_bytes(tok, id, len);
+}
+
+tf_status tf_engram_map_build(const struct tf_tok *tok, uint32_t **map, uint32_t *vocab,
+			      uint32_t *compressed)
+{
+	*vocab = tf_tok_vocab_size(tok);
+	return tf_engram_map_build_fn(*vocab, tok_token, (void *)tok, map, compressed);
 }

@@ -11,6 +11,7 @@
 #include "model/engram_hash.h"
 #include "model/engram_host.h"
 #include "model/engram_layout.h"
+#include "model/engram_map.h"
 #include "model/engram_rng.h"
 #include "model/engram_rows.h"
 #include "model/engram_shard.h"
@@ -536,6 +537,72 @@ START_TEST(shard_threads)
 }
 END_TEST
 
+START_TEST(map_normalize)
+{
+	static const char *const cases[][2] = {
+		{"  Hello\tWorld \n", "hello world"},
+		{" ", " "},                 /* a lone space survives as a space */
+		{"\t", " "},                /* ... and so does any lone run */
+		{"  ", " "},
+		{"a \t\r\n b", "a b"},
+		{"\xef\xbc\xa8\xef\xbd\x85\xef\xbd\x8c\xef\xbd\x8c\xef\xbd\x8f", "hello"}, /* fullwidth */
+		{"caf\xc3\xa9", "cafe"},      /* é: NFD, mark dropped */
+		{"\xc4\xb0stanbul", "istanbul"}, /* İ */
+		{"\xef\xac\x81", "fi"},       /* ﬁ ligature */
+		{"\xce\xa3\xce\xa3", "\xcf\x83\xcf\x83"}, /* ΣΣ -> σσ, per character */
+		{"\xc2\xa0x\xc2\xa0", "x"},   /* NBSP is a space after NFKC */
+		{"x\xe2\x80\xa8", "x"},       /* U+2028 is White_Space: stripped */
+		{"\xe0\xa4\x95\xe0\xa4\xbe", "\xe0\xa4\x95"}, /* Devanagari vowel sign (Mc) dropped */
+		{"", ""},
+	};
+	struct tf_buf b = TF_BUF_INIT;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_int_eq(tf_engram_normalize(cases[i][0], strlen(cases[i][0]), &b), TF_OK);
+		ck_assert_msg(b.len == strlen(cases[i][1]) && !memcmp(b.data ? b.data : "", cases[i][1], b.len),
+			      "case %zu: got '%.*s'", i, (int)b.len, b.data ? b.data : "");
+	}
+	ck_assert_int_eq(tf_engram_normalize("\xff", 1, &b), TF_ERR_FORMAT);
+	/* keys: bytes that are not UTF-8 alone, or U+FFFD, give the raw token;
+	 * text that normalises to nothing keeps the text */
+	ck_assert_int_eq(tf_engram_map_key((const uint8_t *)"\xe2\x80", 2, "\xc3\xa2\xc4\xa2", 4, &b), TF_OK);
+	ck_assert_mem_eq(b.data, "\xc3\xa2\xc4\xa2", 4);
+	ck_assert_int_eq(tf_engram_map_key((const uint8_t *)"\xef\xbf\xbd", 3, "raw", 3, &b), TF_OK);
+	ck_assert_str_eq(b.data, "raw");
+	ck_assert_int_eq(tf_engram_map_key((const uint8_t *)"\xcc\x81", 2, "r", 1, &b), TF_OK);
+	ck_assert_str_eq(b.data, "\xcc\x81");
+	ck_assert_int_eq(tf_engram_map_key(NULL, 0, NULL, 0, &b), TF_OK);
+	ck_assert_uint_eq(b.len, 0);
+	tf_buf_release(&b);
+}
+END_TEST
+
+static const char *const fake_vocab[] = {"<s>", "Hello", "hello", " Hello", "HELLO", "\t",
+					 " ", "\xe2\x80", NULL, "h\xc3\xa9llo"};
+
+static const uint8_t *fake_token(void *ctx, uint32_t id, size_t *len, const char **raw,
+				 size_t *rawn)
+{
+	const char *s = fake_vocab[id];
+	*raw = s ? "RAW" : NULL;
+	*rawn = s ? 3 : 0;
+	*len = s ? strlen(s) : 0;
+	return (const uint8_t *)s;
+}
+
+START_TEST(map_build)
+{
+	uint32_t *map, comp;
+	ck_assert_int_eq(tf_engram_map_build_fn(10, fake_token, NULL, &map, &comp), TF_OK);
+	/* <s>, hello x4, (\t and " " share " "), RAW, "" (a hole), then héllo = hello */
+	static const uint32_t want[] = {0, 1, 1, 1, 1, 2, 2, 3, 4, 1};
+	for (int i = 0; i < 10; i++)
+		ck_assert_uint_eq(map[i], want[i]);
+	ck_assert_uint_eq(comp, 5);
+	ck_assert_int_eq(tf_engram_map_check(map, 10, comp), TF_OK);
+	free(map);
+}
+END_TEST
+
 Suite *suite_engram(void)
 {
 	Suite *s = suite_create("engram");
@@ -554,6 +621,8 @@ Suite *suite_engram(void)
 	tcase_add_test(tc, row_roundtrip);
 	tcase_add_test(tc, shard_uring);
 	tcase_add_test(tc, shard_threads);
+	tcase_add_test(tc, map_normalize);
+	tcase_add_test(tc, map_build);
 	suite_add_tcase(s, tc);
 	return s;
 }
