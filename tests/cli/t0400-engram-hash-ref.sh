@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # tf-engram-hash against tools/engram-ref.py, an independent Python reading
 # of the hash (NumPy multipliers, Python integers): the host file it writes
 # is read by tf-engram-hash, and the rows must be the same, in every format,

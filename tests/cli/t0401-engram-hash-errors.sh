@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # tf-engram-hash refuses bad input with one line and the sysexits code:
 # 65 for bad ids and bad files, 66 for a missing one, 64 for misuse.
 . "$TF_TESTS/lib.sh"

@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Row shards: written for a rank's columns, read back by row number, the
 # same rows whichever split holds them; bad rows and files refused.
 . "$TF_TESTS/lib.sh"

@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # tf-engram-hash with a tokenizer: the host file built from a tokenizer.json
 # (tf-pack-synth's synthetic one) holds the token map an independent Python
 # reading computes (tools/engram-map-ref.py), and
@@ -27,7 +28,8 @@ expect_rc 0
 [ "$(sed -n 1p piped | wc -w)" -eq $((2 * 2)) ] || fail "rank 1 of 2 has 2 of 4 columns per layer"
 [ "$(grep -c . piped)" -eq "$(wc -w <ids.txt)" ] || fail "one line per position"
 # the same from operands, from the tokenizer directly, and from JSON input
-tf-engram-hash -c pack --host host.bin -r 1 -w 2 $(cat ids.txt) >args
+read -ra idv <ids.txt
+tf-engram-hash -c pack --host host.bin -r 1 -w 2 "${idv[@]}" >args
 cmp piped args || fail "operands differ from the pipe"
 tf-engram-hash -c pack -t "$tok" -r 1 -w 2 <ids.txt >direct
 cmp piped direct || fail "--tokenizer differs from --host"

