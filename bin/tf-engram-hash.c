@@ -516,6 +516,93 @@ static uint64_t naive_hash(const struct tf_engram_layout *lay, const struct tf_e
 	return sum;
 }
 
+/* Hash opt_count positions (windows of 4096 random ids, every column) on
+ * this thread, then a quarter as many the naive way; the rows both give for
+ * those positions must agree. */
+static void bench_hash(const struct tf_config *c, const struct tf_engram_layout *lay,
+		       const struct tf_engram_host *h, const struct tf_engram_hasher *hs,
+		       struct tf_rng *g, bool json)
+{
+	size_t npos = opt_count ? (size_t)opt_count : 2000000, win = 4096;
+	size_t nnaive = npos / 4 ? npos / 4 : 1, per = lay->nlayers * lay->cols;
+	uint32_t *ids = malloc(win * 4);
+	int64_t *rows = malloc(win * per * 8);
+	if (!ids || !rows)
+		tf_die(71, "out of memory");
+	for (size_t i = 0; i < win; i++)
+		ids[i] = (uint32_t)tf_rng_below(g, c->vocab);
+	/* every window starts at ids[0] with no lookback, so position t of a
+	 * window has the same rows however long the window is */
+	uint64_t fast_sum = 0, naive_sum = 0;
+	double t0 = tf_now();
+	for (size_t done = 0; done < npos; done += win) {
+		size_t n = npos - done < win ? npos - done : win;
+		tf_engram_hash(hs, ids, n, NULL, 0, 0, lay->cols, rows);
+		for (size_t t = 0; done + t < nnaive && t < n; t++)
+			for (uint32_t l = 0; l < lay->nlayers; l++)
+				fast_sum += (uint64_t)rows[(t * lay->nlayers + l + 1) * lay->cols - 1];
+	}
+	double dt = tf_now() - t0;
+	t0 = tf_now();
+	for (size_t done = 0; done < nnaive; done += win) {
+		size_t n = nnaive - done < win ? nnaive - done : win;
+		naive_sum += naive_hash(lay, h, c->engram_pad, ids, n, rows);
+	}
+	double dt2 = tf_now() - t0;
+	if (fast_sum != naive_sum)
+		tf_die(70, "bench: the fast and the naive hash disagree");
+	double nrows = (double)npos * per, nrows2 = (double)nnaive * per;
+	if (json)
+		printf("{\"hash\":{\"positions\":%zu,\"rows\":%.0f,\"seconds\":%.6f,"
+		       "\"rows_per_s\":%.0f,\"naive_rows_per_s\":%.0f}",
+		       npos, nrows, dt, nrows / dt, nrows2 / dt2);
+	else
+		printf("hash: %zu positions, %.0f rows in %.3f s: %.1f M rows/s (one thread); "
+		       "naive %%: %.1f M rows/s\n",
+		       npos, nrows, dt, nrows / dt / 1e6, nrows2 / dt2 / 1e6);
+	free(ids);
+	free(rows);
+}
+
+/* Fetch opt_count random rows of a shard in batches of 1024. */
+static void bench_fetch(const char *path, struct tf_rng *g, bool json)
+{
+	struct tf_engram_shard *s;
+	tf_status st = tf_engram_shard_open(path, &s);
+	if (st)
+		tf_die_status(st, "cannot open shard");
+	const struct tf_engram_shard_header *sh = tf_engram_shard_info(s);
+	size_t nfetch = opt_count ? (size_t)opt_count : 200000, batch = 1024;
+	uint64_t *want = malloc(batch * 8);
+	uint8_t *raw = malloc(batch * TF_ENGRAM_ROW_BYTES);
+	if (!want || !raw)
+		tf_die(71, "out of memory");
+	if (sh->hi == sh->lo)
+		tf_die(65, "shard '%s' has no rows", path);
+	double t0 = tf_now();
+	for (size_t done = 0; done < nfetch; done += batch) {
+		size_t n = nfetch - done < batch ? nfetch - done : batch;
+		for (size_t i = 0; i < n; i++)
+			want[i] = sh->lo + tf_rng_below(g, sh->hi - sh->lo);
+		if ((st = tf_engram_shard_fetch(s, want, n, raw)))
+			tf_die_status(st, "cannot fetch rows");
+	}
+	double dt = tf_now() - t0;
+	if (json)
+		printf(",\"fetch\":{\"backend\":\"%s\",\"rows\":%zu,\"batch\":%zu,"
+		       "\"seconds\":%.6f,\"rows_per_s\":%.0f,\"bytes_per_s\":%.0f}",
+		       tf_engram_shard_backend(s), nfetch, batch, dt, nfetch / dt,
+		       nfetch * 264.0 / dt);
+	else
+		printf("fetch: %zu random rows of 264 B in batches of %zu (%s): %.0f rows/s, "
+		       "%.1f MB/s\n",
+		       nfetch, batch, tf_engram_shard_backend(s), nfetch / dt,
+		       nfetch * 264.0 / dt / 1e6);
+	free(want);
+	free(raw);
+	tf_engram_shard_close(s);
+}
+
 static int cmd_bench(int argc, char **argv)
 {
 	if (argc > 1)
@@ -531,97 +618,26 @@ static int cmd_bench(int argc, char **argv)
 	if (opt_host || opt_tokenizer) {
 		load_host(&c, &h);
 	} else {
-		/* a synthetic map of the config's compressed size */
+		/* a synthetic map of the config's compressed size: 0, 1, .. cv-1, 0, .. */
 		uint32_t cv = c.engram_compressed_vocab ? c.engram_compressed_vocab : c.vocab;
+		if (cv > c.vocab)
+			cv = c.vocab;
 		uint32_t *map = malloc((size_t)c.vocab * 4);
 		if (!map)
 			tf_die(71, "out of memory");
 		for (uint32_t i = 0; i < c.vocab; i++)
 			map[i] = i % cv;
-		if ((st = tf_engram_host_init(&h, &c, map, c.vocab, cv < c.vocab ? cv : c.vocab)))
+		if ((st = tf_engram_host_init(&h, &c, map, c.vocab, cv)))
 			tf_die_status(st, "synthetic host");
 	}
 	if ((st = tf_engram_hasher_init(&hs, &lay, &h, c.engram_pad)))
 		tf_die_status(st, "host and config disagree");
 	bool json = !strcmp(opt_format, "json");
-
-	/* hashing: one thread, windows of 4096 positions, all columns */
-	size_t npos = opt_count ? (size_t)opt_count : 2000000, win = 4096;
-	uint32_t *ids = malloc(win * 4);
-	int64_t *rows = malloc(win * lay.nlayers * lay.cols * 8);
-	if (!ids || !rows)
-		tf_die(71, "out of memory");
 	struct tf_rng g;
 	tf_rng_seed(&g, (uint64_t)opt_seed);
-	for (size_t i = 0; i < win; i++)
-		ids[i] = (uint32_t)tf_rng_below(&g, c.vocab);
-	/* the fast path, then the obvious one on the same windows (no lookback,
-	 * so both see the same blocked starts); the checksums must agree */
-	uint64_t sink = 0, sink2 = 0;
-	double t0 = tf_now();
-	for (size_t done = 0; done < npos; done += win) {
-		size_t n = npos - done < win ? npos - done : win;
-		tf_engram_hash(&hs, ids, n, NULL, 0, 0, lay.cols, rows);
-		for (size_t t = 0; t < n; t++)
-			for (uint32_t l = 0; l < lay.nlayers; l++)
-				sink += (uint64_t)rows[(t * lay.nlayers + l + 1) * lay.cols - 1];
-	}
-	double dt = tf_now() - t0;
-	size_t nnaive = npos / 4 ? npos / 4 : 1;
-	t0 = tf_now();
-	for (size_t done = 0; done < nnaive; done += win) {
-		size_t n = nnaive - done < win ? nnaive - done : win;
-		sink2 += naive_hash(&lay, &h, c.engram_pad, ids, n, rows);
-	}
-	double dt2 = tf_now() - t0;
-	if (npos == nnaive && sink != sink2)
-		tf_die(70, "bench: fast and naive hashes disagree");
-	double nrows = (double)npos * lay.nlayers * lay.cols;
-	double nrows2 = (double)nnaive * lay.nlayers * lay.cols;
-	if (json)
-		printf("{\"hash\":{\"positions\":%zu,\"rows\":%.0f,\"seconds\":%.6f,"
-		       "\"rows_per_s\":%.0f,\"naive_rows_per_s\":%.0f}",
-		       npos, nrows, dt, nrows / dt, nrows2 / dt2);
-	else
-		printf("hash: %zu positions, %.0f rows in %.3f s: %.1f M rows/s (one thread); "
-		       "naive %%: %.1f M rows/s\n",
-		       npos, nrows, dt, nrows / dt / 1e6, nrows2 / dt2 / 1e6);
-	free(ids);
-	free(rows);
-
-	if (argc == 1) {
-		struct tf_engram_shard *s;
-		if ((st = tf_engram_shard_open(argv[0], &s)))
-			tf_die_status(st, "cannot open shard");
-		const struct tf_engram_shard_header *sh = tf_engram_shard_info(s);
-		size_t nfetch = opt_count ? (size_t)opt_count : 200000, batch = 1024;
-		uint64_t *want = malloc(batch * 8);
-		uint8_t *raw = malloc(batch * TF_ENGRAM_ROW_BYTES);
-		if (!want || !raw || sh->hi == sh->lo)
-			tf_die(65, "shard '%s' has no rows", argv[0]);
-		t0 = tf_now();
-		for (size_t done = 0; done < nfetch; done += batch) {
-			size_t n = nfetch - done < batch ? nfetch - done : batch;
-			for (size_t i = 0; i < n; i++)
-				want[i] = sh->lo + tf_rng_below(&g, sh->hi - sh->lo);
-			if ((st = tf_engram_shard_fetch(s, want, n, raw)))
-				tf_die_status(st, "fetch");
-		}
-		dt = tf_now() - t0;
-		if (json)
-			printf(",\"fetch\":{\"backend\":\"%s\",\"rows\":%zu,\"batch\":%zu,"
-			       "\"seconds\":%.6f,\"rows_per_s\":%.0f,\"bytes_per_s\":%.0f}",
-			       tf_engram_shard_backend(s), nfetch, batch, dt, nfetch / dt,
-			       nfetch * 264.0 / dt);
-		else
-			printf("fetch: %zu random rows of 264 B in batches of %zu (%s): %.0f rows/s, "
-			       "%.1f MB/s\n",
-			       nfetch, batch, tf_engram_shard_backend(s), nfetch / dt,
-			       nfetch * 264.0 / dt / 1e6);
-		free(want);
-		free(raw);
-		tf_engram_shard_close(s);
-	}
+	bench_hash(&c, &lay, &h, &hs, &g, json);
+	if (argc == 1)
+		bench_fetch(argv[0], &g, json);
 	if (json)
 		printf("}\n");
 	tf_engram_host_release(&h);

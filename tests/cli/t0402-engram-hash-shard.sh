@@ -43,3 +43,8 @@ expect_rc 65
 expect_err "cut.bin.*need"
 run tf-engram-hash rows missing.bin 1
 expect_rc 66
+
+# the benchmark checks its fast hash against the naive one, and fetches
+run tf-engram-hash bench -c tiny -n 5000 -f json whole.bin
+expect_rc 0
+expect_json 'j.hash.positions === 5000 && j.hash.rows_per_s > 0 && j.fetch.rows === 5000 && ["io_uring", "threads"].includes(j.fetch.backend)'
