@@ -244,7 +244,10 @@ static tf_status fetch_uring(struct tf_engram_shard *s, const uint64_t *rows, si
 			seen++;
 			if (st)
 				continue;
-			if (res < 0) {
+			if (res == -EINVAL || res == -EOPNOTSUPP) {
+				/* a kernel with io_uring but without its read op */
+				st = TF_ERR_UNSUPPORTED;
+			} else if (res < 0) {
 				errno = -res;
 				st = tf_err_errno(TF_ERR_IO, "'%s': cannot read row %llu", s->path,
 						  (unsigned long long)rows[i]);
@@ -317,8 +320,16 @@ tf_status tf_engram_shard_fetch(struct tf_engram_shard *s, const uint64_t *rows,
 				      (unsigned long long)s->h.lo, (unsigned long long)s->h.hi - 1);
 	if (!n)
 		return TF_OK;
-	if (s->uring_ok)
-		return fetch_uring(s, rows, n, out);
+	if (s->uring_ok) {
+		tf_status st = fetch_uring(s, rows, n, out);
+		if (st != TF_ERR_UNSUPPORTED)
+			return st;
+		/* fall back to the thread pool for good */
+		io_uring_queue_exit(&s->ring);
+		s->uring_ok = 0;
+		if ((st = tf_pool_new((int)s->qd, &s->pool)))
+			return st;
+	}
 	struct pool_job j = {s, rows, out, 0, 0, PTHREAD_MUTEX_INITIALIZER};
 	tf_pool_for(s->pool, n, 16, pool_read, &j);
 	pthread_mutex_destroy(&j.mu);
