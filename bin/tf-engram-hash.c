@@ -22,16 +22,18 @@
 #include "base/progress.h"
 #include "base/rng.h"
 #include "model/config.h"
+#include "model/engram_cut.h"
 #include "model/engram_hash.h"
 #include "model/engram_host.h"
 #include "model/engram_layout.h"
 #include "model/engram_map.h"
 #include "model/engram_rows.h"
 #include "model/engram_shard.h"
+#include "pack/pack.h"
 #include "text/tokenizer.h"
 
 static const char *opt_config, *opt_host, *opt_tokenizer, *opt_lookback, *opt_format,
-	*opt_output;
+	*opt_output, *opt_pack;
 static int64_t opt_rank, opt_world, opt_layer, opt_seed, opt_count;
 
 static const struct tf_opt opts[] = {
@@ -50,6 +52,8 @@ static const struct tf_opt opts[] = {
 	 "output: text lines, JSON lines, or raw little-endian values", 0, 0, "text|json|bin"},
 	{"output", 'o', TF_OPT_STR, &opt_output, "FILE", NULL, NULL,
 	 "host, shard: the file to write", 0, 0, NULL},
+	{"pack", 0, TF_OPT_STR, &opt_pack, "DIR", NULL, NULL,
+	 "shard: cut the rows from this pack's Engram table (and take its config)", 0, 0, NULL},
 	{"layer", 0, TF_OPT_INT, &opt_layer, "L", NULL, "-1",
 	 "shard: the Engram layer (default: the first)", -1, 1 << 20, NULL},
 	{"seed", 0, TF_OPT_INT, &opt_seed, "N", NULL, "1", "shard, bench: random seed", 0,
@@ -63,7 +67,7 @@ static const struct tf_cli cli = {
 	"[OPTION]... [--host FILE | -t TOKENIZER] [IDS...|-]\n"
 	"  or:  tf-engram-hash host -t TOKENIZER [-c CONFIG] -o FILE\n"
 	"  or:  tf-engram-hash rows SHARD ROW...\n"
-	"  or:  tf-engram-hash shard [-c CONFIG] [--layer L] [--rank R --world W] -o FILE\n"
+	"  or:  tf-engram-hash shard [-c CONFIG | --pack DIR] [--layer L] [--rank R --world W] -o FILE\n"
 	"  or:  tf-engram-hash bench [--host FILE | -t TOKENIZER] [SHARD]",
 	"Hash token ids to DeepSeek-V4.1 Engram table rows; build the host file; read shards.",
 	"host|rows|shard|bench",
@@ -431,6 +435,35 @@ static void synth_row(uint64_t seed, uint64_t r, uint8_t *row)
 	tf_engram_row_encode(v, row);
 }
 
+/* Write a synthetic shard of rows h->lo .. h->hi - 1. */
+static tf_status write_synth(const struct tf_engram_shard_header *h, const char *path,
+			     struct tf_progress *pr)
+{
+	enum { BATCH = 4096 };
+	struct tf_engram_shard_writer w;
+	tf_status st = tf_engram_shard_create(&w, path, h);
+	if (st)
+		return st;
+	uint8_t *buf = malloc((size_t)BATCH * TF_ENGRAM_ROW_BYTES);
+	if (!buf) {
+		tf_engram_shard_abort(&w);
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	}
+	for (uint64_t r = h->lo; r < h->hi && !st;) {
+		size_t k = 0;
+		for (; k < BATCH && r < h->hi; k++, r++)
+			synth_row((uint64_t)opt_seed, r, buf + k * TF_ENGRAM_ROW_BYTES);
+		st = tf_engram_shard_append(&w, buf, k);
+		tf_progress_add(pr, k);
+	}
+	free(buf);
+	if (st) {
+		tf_engram_shard_abort(&w);
+		return st;
+	}
+	return tf_engram_shard_commit(&w);
+}
+
 static int cmd_shard(int argc, char **argv)
 {
 	if (argc)
@@ -442,9 +475,19 @@ static int cmd_shard(int argc, char **argv)
 			       (long long)opt_world);
 	struct tf_config c;
 	struct tf_engram_layout lay;
-	load_config(&c);
-	tf_status st = tf_engram_layout_init(&lay, &c);
-	if (st)
+	struct tf_pack pack;
+	tf_status st;
+	if (opt_pack) {
+		if ((st = tf_pack_open(&pack, opt_pack)))
+			tf_die_status(st, "cannot open pack '%s'", opt_pack);
+		if ((st = tf_config_from_json(&c, pack.config, opt_pack)) ||
+		    (st = tf_engram_config_check(&c)))
+			tf_die_status(st, "pack '%s'", opt_pack);
+		opt_config = opt_pack;
+	} else {
+		load_config(&c);
+	}
+	if ((st = tf_engram_layout_init(&lay, &c)))
 		tf_die_status(st, "config '%s'", opt_config);
 	uint32_t l = 0;
 	if (opt_layer >= 0) {
@@ -454,37 +497,38 @@ static int cmd_shard(int argc, char **argv)
 			tf_usage_error("--layer %lld is not an Engram layer of the config",
 				       (long long)opt_layer);
 	}
+	/* -o DIR writes the standard name inside DIR */
+	char name[64], *path = NULL;
+	struct stat sb;
+	tf_engram_shard_name(name, sizeof(name), lay.layer_ids[l], (uint32_t)opt_rank,
+			     (uint32_t)opt_world);
+	if (stat(opt_output, &sb) == 0 && S_ISDIR(sb.st_mode))
+		path = tf_path_join(opt_output, name);
+	else
+		path = strdup(opt_output);
+	if (!path)
+		tf_die(71, "out of memory");
+
 	uint32_t c0, c1;
 	tf_engram_rank_cols(lay.cols, (uint32_t)opt_rank, (uint32_t)opt_world, &c0, &c1);
 	struct tf_engram_shard_header h = {lay.layer_ids[l], 0, 0, lay.rows[l], TF_ENGRAM_ROW_BYTES};
 	tf_engram_layout_span(&lay, l, c0, c1, &h.lo, &h.hi);
-	struct tf_engram_shard_writer w;
-	if ((st = tf_engram_shard_create(&w, opt_output, &h)))
-		tf_die_status(st, "cannot create '%s'", opt_output);
-	enum { BATCH = 4096 };
-	uint8_t *buf = malloc((size_t)BATCH * TF_ENGRAM_ROW_BYTES);
-	if (!buf)
-		tf_die(71, "out of memory");
 	struct tf_progress pr;
 	tf_progress_init(&pr, "rows", h.hi - h.lo, NULL);
-	for (uint64_t r = h.lo; r < h.hi;) {
-		size_t k = 0;
-		for (; k < BATCH && r < h.hi; k++, r++)
-			synth_row((uint64_t)opt_seed, r, buf + k * TF_ENGRAM_ROW_BYTES);
-		if ((st = tf_engram_shard_append(&w, buf, k))) {
-			tf_engram_shard_abort(&w);
-			tf_die_status(st, "cannot write '%s'", opt_output);
-		}
-		tf_progress_add(&pr, k);
+	if (opt_pack) {
+		st = tf_engram_cut(&pack, &lay, l, (uint32_t)opt_rank, (uint32_t)opt_world, path, &pr);
+		tf_pack_close(&pack);
+	} else {
+		st = write_synth(&h, path, &pr);
 	}
 	tf_progress_end(&pr);
-	if ((st = tf_engram_shard_commit(&w)))
-		tf_die_status(st, "cannot write '%s'", opt_output);
-	free(buf);
+	if (st)
+		tf_die_status(st, "cannot write '%s'", path);
 	if (tf_cli_chatty())
-		fprintf(stderr, "%s: layer %u, rows %llu..%llu of %llu (columns %u..%u)\n",
-			opt_output, lay.layer_ids[l], (unsigned long long)h.lo,
-			(unsigned long long)h.hi, (unsigned long long)h.total, c0, c1);
+		fprintf(stderr, "%s: layer %u, rows %llu..%llu of %llu (columns %u..%u)\n", path,
+			lay.layer_ids[l], (unsigned long long)h.lo, (unsigned long long)h.hi,
+			(unsigned long long)h.total, c0, c1);
+	free(path);
 	return 0;
 }
 
