@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "text/detok.h"
+#include "text/pretok_fast.h"
 #include "text/tok_impl.h"
 
 /* ---- the merge table ---- */
@@ -382,14 +383,14 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 
 /* ---- the Split steps ---- */
 
-/* Pieces of s[0..n) after steps [step, nsteps), each BPE-encoded. */
+/* The pieces of s[0..n) after steps [step, nsteps), handed to fn. */
 static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step, const char *s,
-		       size_t n, struct tf_ids *out)
+		       size_t n, tok_piece_fn fn, void *ctx)
 {
 	if (!n)
 		return TF_OK;
 	if (step == tok->nsteps)
-		return bpe_word(tok, sc, s, n, out);
+		return fn(ctx, s, n);
 	const struct pretok_step *ps = &tok->steps[step];
 	pcre2_match_data *md = sc->md[step];
 	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -413,7 +414,7 @@ static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step
 			 * after the previous match; the search moves one
 			 * character on. */
 			if (ms != last_end) {
-				if ((st = split(tok, sc, step + 1, s + prev, ms - prev, out)))
+				if ((st = split(tok, sc, step + 1, s + prev, ms - prev, fn, ctx)))
 					return st;
 				prev = ms;
 			}
@@ -425,12 +426,44 @@ static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step
 			last_end = me;
 			continue;
 		}
-		if ((st = split(tok, sc, step + 1, s + prev, ms - prev, out)) ||
-		    (st = split(tok, sc, step + 1, s + ms, me - ms, out)))
+		if ((st = split(tok, sc, step + 1, s + prev, ms - prev, fn, ctx)) ||
+		    (st = split(tok, sc, step + 1, s + ms, me - ms, fn, ctx)))
 			return st;
 		prev = at = last_end = me;
 	}
-	return split(tok, sc, step + 1, s + prev, n - prev, out);
+	return split(tok, sc, step + 1, s + prev, n - prev, fn, ctx);
+}
+
+/* The built-in splitter hands its pieces to BPE through this. */
+struct piece_ctx {
+	const struct tf_tok *tok;
+	struct scratch *sc;
+	struct tf_ids *out;
+};
+
+static tf_status bpe_piece(void *ctx, const char *s, size_t n)
+{
+	struct piece_ctx *c = ctx;
+	return bpe_word(c->tok, c->sc, s, n, c->out);
+}
+
+static tf_status pretokenize(const struct tf_tok *tok, struct scratch *sc, const char *s,
+			     size_t n, struct tf_ids *out)
+{
+	struct piece_ctx c = {tok, sc, out};
+	return tok->fast ? tok_fast_split(s, n, bpe_piece, &c)
+			 : split(tok, sc, 0, s, n, bpe_piece, &c);
+}
+
+tf_status tok_pretok_pieces(const struct tf_tok *tok, bool fast, const char *s, size_t n,
+			    tok_piece_fn fn, void *ctx)
+{
+	struct scratch *sc = scratch_get(tok);
+	if (!sc)
+		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
+	if (fast && !tok->fast_ok)
+		return tf_err(TF_ERR_UNSUPPORTED, "the built-in splitter does not apply");
+	return fast ? tok_fast_split(s, n, fn, ctx) : split(tok, sc, 0, s, n, fn, ctx);
 }
 
 /* ---- added tokens ---- */
@@ -471,14 +504,20 @@ static tf_status split_added(const struct tf_tok *tok, struct scratch *sc, int p
 		if (!len)
 			continue;
 		if ((st = pass == 0 ? split_added(tok, sc, 1, s + gap, i - gap, out)
-				    : split(tok, sc, 0, s + gap, i - gap, out)) ||
+				    : pretokenize(tok, sc, s + gap, i - gap, out)) ||
 		    (st = tf_ids_push(out, id)))
 			return st;
 		i += len - 1;
 		gap = i + 1;
 	}
 	return pass == 0 ? split_added(tok, sc, 1, s + gap, n - gap, out)
-			 : split(tok, sc, 0, s + gap, n - gap, out);
+			 : pretokenize(tok, sc, s + gap, n - gap, out);
+}
+
+bool tf_tok_set_fast_split(struct tf_tok *tok, bool on)
+{
+	tok->fast = on && tok->fast_ok;
+	return tok->fast;
 }
 
 tf_status tf_tok_encode(const struct tf_tok *tok, const char *text, size_t n, struct tf_ids *out)

@@ -12,9 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/json.h"
+#include "text/pretok_fast.h"
 #include "text/tok_impl.h"
+#include "text/ucd.h"
+
+static bool fast_applies(const struct tf_tok *tok);
 
 /* Unicode White_Space, as a class body. */
 #define WS_BODY "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}" \
@@ -135,7 +140,10 @@ static tf_status add_step(struct tf_tok *tok, const char *pattern, size_t n, boo
 	}
 	struct pretok_step *s = &tok->steps[tok->nsteps++];
 	s->re = code;
+	s->literal = literal;
 	s->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+	if (!(s->src = tf_strndup(pattern, n)))
+		st = tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
 out:
 	tf_buf_release(&re);
 	return st;
@@ -220,13 +228,31 @@ tf_status tok_pretok_load(struct tf_tok *tok, const json_t *pre, const char *wha
 			      "%s: the pre-tokenizer does not end in ByteLevel; only byte-level BPE "
 			      "is implemented",
 			      what);
+	tok->fast_ok = fast_applies(tok);
+	tok->fast = tok->fast_ok && !getenv("TF_TOK_PCRE");
 	return TF_OK;
+}
+
+/* The built-in splitter stands for these steps when they are DeepSeek's
+ * three regexes and its Unicode table is PCRE2's version. */
+static bool fast_applies(const struct tf_tok *tok)
+{
+	char version[32];
+	if (tok->nsteps != 3)
+		return false;
+	for (size_t i = 0; i < 3; i++)
+		if (tok->steps[i].literal || strcmp(tok->steps[i].src, tok_fast_patterns[i]))
+			return false;
+	return pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, version) > 0 &&
+	       !strcmp(version, tf_ucd_version);
 }
 
 void tok_pretok_free(struct tf_tok *tok)
 {
-	for (size_t i = 0; i < tok->nsteps; i++)
+	for (size_t i = 0; i < tok->nsteps; i++) {
 		pcre2_code_free(tok->steps[i].re);
+		free(tok->steps[i].src);
+	}
 	free(tok->steps);
 	tok->steps = NULL;
 	tok->nsteps = 0;

@@ -64,6 +64,14 @@ void tf_tok_free(struct tf_tok *tok);
  * and the word cache are per thread and reused. Thread safe. */
 tf_status tf_tok_encode(const struct tf_tok *tok, const char *text, size_t n, struct tf_ids *out);
 
+/* Whether encode splits with the built-in DeepSeek pre-tokenizer (a hand-
+ * written equivalent of the file's three Split regexes, tested identical to
+ * them) instead of PCRE2. It is on by default when the file carries exactly
+ * those regexes and PCRE2's Unicode version is the built-in table's, unless
+ * TF_TOK_PCRE is set at load. Returns whether it is now on. Not thread
+ * safe; for tests and benchmarks. */
+bool tf_tok_set_fast_split(struct tf_tok *tok, bool on);
+
 /* One past the largest id (vocab and added tokens). */
 uint32_t tf_tok_vocab_size(const struct tf_tok *tok);
 /* The id of a token string (the added token's content, or the model's

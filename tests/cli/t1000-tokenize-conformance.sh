@@ -16,19 +16,27 @@ run tf-tokenize export -t "$v3" --v41-markers
 expect_rc 0
 mv out v41.json
 
+# Each tokenizer through both pre-tokenizers: the built-in DeepSeek splitter
+# (the default) and the PCRE2 regexes (TF_TOK_PCRE).
 for tok in v3 v41; do
 	json=$v3
 	[ $tok = v41 ] && json=v41.json
 	node "$root/tests/tok/ref.cjs" "$cache" "$json" corpus.jsonl >ref.txt
-	run tf-tokenize encode --jsonl -t "$json" corpus.jsonl
-	expect_rc 0
-	total=$(wc -l <ref.txt)
-	same=$(paste -d '\t' ref.txt out | awk -F'\t' '$1 == $2' | wc -l)
-	echo "NOTE: $tok: $same of $total documents have identical ids"
-	if [ "$same" -ne "$total" ] || [ "$(wc -l <out)" -ne "$total" ]; then
-		paste -d '\t' ref.txt out | awk -F'\t' '$1 != $2 {print "document " NR; exit}'
-		fail "$tok: $((total - same)) documents differ"
-	fi
+	for path in fast pcre; do
+		if [ $path = pcre ]; then
+			TF_TOK_PCRE=1 run tf-tokenize encode --jsonl -t "$json" corpus.jsonl
+		else
+			run tf-tokenize encode --jsonl -t "$json" corpus.jsonl
+		fi
+		expect_rc 0
+		total=$(wc -l <ref.txt)
+		same=$(paste -d '\t' ref.txt out | awk -F'\t' '$1 == $2' | wc -l)
+		echo "NOTE: $tok ($path): $same of $total documents have identical ids"
+		if [ "$same" -ne "$total" ] || [ "$(wc -l <out)" -ne "$total" ]; then
+			paste -d '\t' ref.txt out | awk -F'\t' '$1 != $2 {print "document " NR; exit}'
+			fail "$tok ($path): $((total - same)) documents differ"
+		fi
+	done
 done
 # The V4.1 markers were added where V3 has no token, and are matched.
 grep -qw 128815 out || fail "no <｜System｜> (128815) in the V4.1 ids"
