@@ -298,6 +298,8 @@ static int cmd_hash(int argc, char **argv)
 	size_t rows_cap = 0;
 	bool from_args = argc > 0 && strcmp(argv[0], "-");
 	FILE *in = stdin;
+	struct stat sb;
+	bool interactive = !from_args && fstat(0, &sb) == 0 && !S_ISREG(sb.st_mode);
 	char *line = NULL;
 	size_t line_cap = 0, lineno = 0;
 	for (;;) {
@@ -328,8 +330,11 @@ static int cmd_hash(int argc, char **argv)
 		}
 		tf_engram_hash(&hs, seq.v, seq.n, lb.v, lb.n, c0, c1, rows);
 		emit(&lay, rows, seq.n, w, c0, &out);
-		if (out.len > (1u << 20))
-			flush(&out);
+		/* each sequence's rows leave before the next line is read, so a
+		 * pipe partner (a coprocess) sees them at once */
+		flush(&out);
+		if (interactive && fflush(stdout))
+			tf_die(74, "cannot write to standard output: %s", strerror(errno));
 	}
 	flush(&out);
 	tf_buf_release(&out);

@@ -49,3 +49,13 @@ tf-engram-hash -c config.json --host host.bin -f bin 5 6 7 8 >raw
 [ "$(stat -c %s raw)" -eq $((4 * 48 * 8)) ] || fail "bin output size"
 od -An -v -t d8 -w384 raw | awk '{ $1 = $1; print } END { print "" }' >frombin
 cmp frombin want || fail "bin rows differ"
+
+# as a coprocess: each line's rows come back before the next line is sent
+coproc HASH { tf-engram-hash -c config.json --host host.bin -f json; }
+echo '5 6 7 8' >&"${HASH[1]}"
+read -r -t 20 reply <&"${HASH[0]}" || fail "no reply from the coprocess"
+echo "$reply" >out
+expect_json 'j.n === 4'
+fd=${HASH[1]}
+exec {fd}>&-
+wait "$HASH_PID"

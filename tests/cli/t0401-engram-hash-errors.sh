@@ -14,7 +14,12 @@ bad() { # CODE PATTERN CMD...
 	expect_err "$pat"
 	expect_no_out
 }
-bad 65 "line 2: 'x' is not a token id" sh -c 'printf "1 2\n3 x 4\n" | tf-engram-hash --host host.bin'
+bad 65 "line 1: 'x' is not a token id" sh -c 'printf "3 x 4\n" | tf-engram-hash --host host.bin'
+# rows of the lines before a bad one are written; the bad one stops it
+run sh -c 'printf "1 2\n3 x 4\n5\n" | tf-engram-hash --host host.bin'
+expect_rc 65
+expect_err "line 2: 'x' is not a token id"
+[ "$(grep -c . out)" -eq 2 ] || fail "the two rows of line 1 come before the error"
 bad 65 "'12a' is not a token id" tf-engram-hash --host host.bin 1 12a
 bad 65 "token id 129280 is past the vocabulary" tf-engram-hash --host host.bin 5 129280
 bad 65 "item 2 is not a token id" sh -c 'echo "[1,-2]" | tf-engram-hash --host host.bin'
