@@ -35,6 +35,7 @@
 static const char *opt_config, *opt_host, *opt_tokenizer, *opt_lookback, *opt_format,
 	*opt_output, *opt_pack;
 static int64_t opt_rank, opt_world, opt_layer, opt_seed, opt_count;
+static bool opt_json;
 
 static const struct tf_opt opts[] = {
 	{"config", 'c', TF_OPT_STR, &opt_config, "CONFIG", NULL, "release",
@@ -50,6 +51,7 @@ static const struct tf_opt opts[] = {
 	 "up to max-ngram - 1 ids before each sequence, oldest first (\"5,6,7\")", 0, 0, NULL},
 	{"format", 'f', TF_OPT_CHOICE, &opt_format, "FMT", NULL, "text",
 	 "output: text lines, JSON lines, or raw little-endian values", 0, 0, "text|json|bin"},
+	TF_OPT_JSON(&opt_json),
 	{"output", 'o', TF_OPT_STR, &opt_output, "FILE", NULL, NULL,
 	 "host, shard: the file to write", 0, 0, NULL},
 	{"pack", 0, TF_OPT_STR, &opt_pack, "DIR", NULL, NULL,
@@ -696,6 +698,8 @@ static int cmd_bench(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	int first = tf_cli_parse(&cli, argc, argv);
+	if (opt_json)
+		opt_format = "json";
 	argc -= first;
 	argv += first;
 	static const struct {
