@@ -122,8 +122,10 @@ static void load_host(const struct tf_config *c, struct tf_engram_host *h)
 	if ((st = tf_engram_host_init(h, c, map, vocab, compressed)))
 		tf_die_status(st, "cannot build the Engram host");
 	if (c->engram_compressed_vocab && compressed != c->engram_compressed_vocab)
-		tf_log(TF_LOG_INFO, "token map has %u compressed ids, config says %u", compressed,
-		       c->engram_compressed_vocab);
+		tf_log(TF_LOG_WARN,
+		       "the token map has %u compressed ids, the config says %u: the "
+		       "multipliers follow the map",
+		       compressed, c->engram_compressed_vocab);
 }
 
 /* The hasher for the config and host; columns of --rank/--world. */
