@@ -26,3 +26,8 @@ echo 'The quick brown fox jumps over the lazy dog.' | tf-tokenize encode -t "$v3
 	tf-engram-hash -t "$v3" --rank 1 --world 2 >rows
 [ "$(grep -c . rows)" -eq 10 ] || fail "10 positions expected, got $(grep -c . rows)"
 [ "$(head -1 rows | wc -w)" -eq 24 ] || fail "24 rows per position (12 columns x 2 layers)"
+
+# the issue's pipeline, literally: TF_TOKENIZER serves both programs
+echo 'The quick brown fox jumps over the lazy dog.' |
+	TF_TOKENIZER=$v3 tf-tokenize encode | TF_TOKENIZER=$v3 tf-engram-hash --rank 1 --world 2 >rows2
+cmp rows rows2 || fail "TF_TOKENIZER pipeline differs"
