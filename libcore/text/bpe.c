@@ -148,8 +148,8 @@ void tok_merges_free(struct tf_tok *tok)
 /* ---- per-thread scratch ---- */
 
 /* A direct-mapped cache of words up to 62 bytes: bytes -> ids (at most 14),
- * 128 bytes a slot, 1 MiB a thread. */
-#define CACHE_SLOTS 8192
+ * 128 bytes a slot, 4 MiB of address space a thread, touched as used. */
+#define CACHE_SLOTS 32768
 #define CACHE_KEY 62
 #define CACHE_IDS 14
 struct cache_ent {
@@ -228,7 +228,8 @@ static struct scratch *scratch_get(const struct tf_tok *tok)
 		tls = sc;
 	}
 	if (sc->serial != tok->serial) {
-		memset(sc->cache, 0, CACHE_SLOTS * sizeof *sc->cache);
+		if (sc->serial) /* a fresh cache is zero already */
+			memset(sc->cache, 0, CACHE_SLOTS * sizeof *sc->cache);
 		sc->serial = tok->serial;
 	}
 	return sc;
