@@ -11,7 +11,9 @@
  *   .       any character but LF in Oniguruma; written out as [^\n] so
  *           PCRE2's newline setting does not matter.
  *   \w \W \b \B, nested classes, and ^ $ outside a class (line anchors in
- *           Oniguruma's Ruby syntax): refused. */
+ *           Oniguruma's Ruby syntax): refused.
+ * \d stays: Unicode decimal digits (\p{Nd}) in both, as \s is Unicode in
+ * Hugging Face's Oniguruma (JavaScript's \d, by contrast, is ASCII only). */
 #include <stdlib.h>
 #include <string.h>
 
