@@ -113,15 +113,16 @@ tf_status tf_pyjson_dump(struct tf_buf *b, const json_t *v, bool compact)
 	switch (json_typeof(v)) {
 	case JSON_OBJECT: {
 		const char *key;
+		size_t klen;
 		json_t *x;
 		bool first = true;
 		if ((st = tf_buf_putc(b, '{')))
 			return st;
-		json_object_foreach((json_t *)v, key, x) {
+		json_object_keylen_foreach((json_t *)v, key, klen, x) {
 			if (!first && (st = tf_buf_puts(b, comma)))
 				return st;
 			first = false;
-			if ((st = tf_pyjson_dump_str(b, key, strlen(key))) || (st = tf_buf_puts(b, colon)) ||
+			if ((st = tf_pyjson_dump_str(b, key, klen)) || (st = tf_buf_puts(b, colon)) ||
 			    (st = tf_pyjson_dump(b, x, compact)))
 				return st;
 		}
