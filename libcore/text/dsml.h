@@ -27,10 +27,16 @@
  * one arguments fragment (`{"k":v`, `,"k":v`, then `}`), so the fragments
  * of a call concatenate to its final arguments. The deltas equal the
  * reference reader's (the goldens in tests/data/dsv41/dsml.jsonl), and the
- * streamed reasoning, content and calls equal the whole parse except where
- * the reference's stream itself differs: a calls block that yields no
- * usable call was already withheld from the content, and without tools a
- * calls tag inside unclosed reasoning stays reasoning.
+ * streamed reasoning, content and calls equal the whole parse for any
+ * split, except where the reference's stream itself differs: a calls block
+ * that yields no usable call was already withheld from the content; without
+ * tools a calls tag inside unclosed reasoning stays reasoning; with tools,
+ * a single newline just before such a tag is sent as reasoning (the whole
+ * parse trims it, and it comes again as content); and only the
+ * opening tags `<｜DSML｜ calls>`, `<｜DSML｜calls>`, `<｜DSML｜tool_calls>`
+ * and `<｜DSML｜function_calls>` (after an optional blank line) are held
+ * back while incomplete, so another spelling (`<｜DSML｜ tool_calls>`) cut
+ * by a chunk may reach the content in part.
  *
  * Input text should be UTF-8 (a stream holds back an incomplete trailing
  * character); invalid bytes are carried as they are, never a crash.
