@@ -192,7 +192,7 @@ static tf_status write_tool(struct tf_buf *out, const json_t *tool)
 	if (!json_is_object(tool))
 		return tf_err(TF_ERR_FORMAT, "tools must be a list of objects");
 	const json_t *inner = json_object_get(tool, "function");
-	json_t *fn = json_copy((json_t *)(json_is_object(inner) ? inner : tool));
+	json_t *fn = json_copy((json_t *)(json_is_object(inner) ? inner : tool)), *ns = NULL;
 	struct tf_buf name = TF_BUF_INIT, desc = TF_BUF_INIT;
 	tf_status st = TF_OK;
 	if (!fn)
@@ -200,36 +200,32 @@ static tf_status write_tool(struct tf_buf *out, const json_t *tool)
 	const json_t *tns = json_object_get(tool, "namespace");
 	if (tns && !json_is_null(tns) && json_object_set(fn, "namespace", (json_t *)tns))
 		goto oom;
-	json_t *ns = json_incref(json_object_get(fn, "namespace"));
+	ns = json_incref(json_object_get(fn, "namespace"));
 	bool named = qualified_name(&name, fn, ns, &st);
 	if (st)
-		goto out_ns;
+		goto out;
 	if (!named) {
 		st = tf_err(TF_ERR_FORMAT, "a tool has no name");
-		goto out_ns;
+		goto out;
 	}
 	if (json_object_set_new(fn, "name", json_stringn(name.data ? name.data : "", name.len)))
-		goto oom_ns;
+		goto oom;
 	json_object_del(fn, "namespace");
 	const json_t *nsd = json_is_object(ns) ? json_object_get(ns, "description") : NULL;
 	if (tf_pyjson_truthy(nsd)) {
 		const json_t *own = json_object_get(fn, "description");
 		if ((st = name_text(&desc, nsd)) || (st = tf_buf_putc(&desc, '\n')) ||
 		    (tf_pyjson_truthy(own) && (st = name_text(&desc, own))))
-			goto out_ns;
+			goto out;
 		if (json_object_set_new(fn, "description", json_stringn(desc.data, desc.len)))
-			goto oom_ns;
+			goto oom;
 	}
 	st = tf_pyjson_dump(out, fn, false);
-	goto out_ns;
-oom_ns:
-	st = nomem();
-out_ns:
-	json_decref(ns);
 	goto out;
 oom:
 	st = nomem();
 out:
+	json_decref(ns);
 	json_decref(fn);
 	tf_buf_release(&name);
 	tf_buf_release(&desc);
