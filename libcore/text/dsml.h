@@ -123,6 +123,14 @@ struct tf_dsml_stream;
 struct tf_dsml_stream *tf_dsml_stream_new(bool thinking, const struct tf_dsml_tools *tools);
 void tf_dsml_stream_free(struct tf_dsml_stream *s);
 
+/* Hold back a partial opening tag in every spelling the grammar reads, not
+ * only the reference's four, and in unclosed reasoning the newlines before
+ * it (set before the first push). Then no part of a `<｜DSML｜ tool_calls>`
+ * tag reaches the content and no newline is sent twice, whatever the
+ * chunks; the deltas differ from the reference's only there. Off by
+ * default (the goldens pin the reference's deltas). */
+void tf_dsml_stream_hold_all(struct tf_dsml_stream *s, bool on);
+
 /* Append the next n bytes of the reply and read what they settle. The
  * deltas (borrowed, valid until the next call on s) go to *deltas and
  * *ndeltas. TF_ERR_ARG after finish. */

@@ -57,6 +57,7 @@ struct pending_delta {
 
 struct tf_dsml_stream {
 	bool thinking, finished;
+	bool hold_all; /* hold every spelling of a block tag (dsml.h) */
 	const struct tf_dsml_tools *tools;
 	struct tf_buf text;
 	size_t sent_reasoning, sent_content;
@@ -108,6 +109,17 @@ struct tf_dsml_stream *tf_dsml_stream_new(bool thinking, const struct tf_dsml_to
 		s->tools = tools;
 	}
 	return s;
+}
+
+void tf_dsml_stream_hold_all(struct tf_dsml_stream *s, bool on)
+{
+	s->hold_all = on;
+}
+
+/* What may still become a calls block's opening tag. */
+static size_t hold(const struct tf_dsml_stream *s, const char *t, size_t len)
+{
+	return s->hold_all ? dsml_hold_all(t, len) : dsml_hold(t, len);
 }
 
 void tf_dsml_stream_free(struct tf_dsml_stream *s)
@@ -308,7 +320,11 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		if (!has_end && (!has_blk || !offered)) {
 			size_t h = dsml_partial(t, len, THINK_END);
 			if (offered) {
-				size_t k = dsml_hold(t, len);
+				size_t k = hold(s, t, len);
+				/* a block ends the reasoning before the newlines ahead of
+				   its tag (dsml_split); the reference sends a lone one */
+				while (s->hold_all && k && k < len && t[len - k - 1] == '\n')
+					k++;
 				h = k > h ? k : h;
 			}
 			size_t upto = finished ? len : len - h;
@@ -340,7 +356,7 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		if (limit >= 2 && rest[limit - 1] == '\n' && rest[limit - 2] == '\n')
 			limit -= 2;
 	} else {
-		limit = finished ? rn : rn - (offered ? dsml_hold(rest, rn) : 0);
+		limit = finished ? rn : rn - (offered ? hold(s, rest, rn) : 0);
 	}
 	if (limit > s->sent_content && !s->in_calls) {
 		if ((st = emit(s, TF_DSML_CONTENT, 0, rest_at + s->sent_content, limit - s->sent_content)))

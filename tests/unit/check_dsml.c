@@ -374,10 +374,11 @@ START_TEST(rule_malformed_stays_text)
 END_TEST
 
 /* Stream a text in the given chunks; returns the deltas as JSON. */
-static json_t *stream_chunks(const char *text, const size_t *cuts, size_t ncuts, bool thinking,
-			     const struct tf_dsml_tools *tools, json_t **calls)
+static json_t *stream_chunks_with(const char *text, const size_t *cuts, size_t ncuts, bool thinking,
+				  const struct tf_dsml_tools *tools, bool hold_all, json_t **calls)
 {
 	struct tf_dsml_stream *s = tf_dsml_stream_new(thinking, tools);
+	tf_dsml_stream_hold_all(s, hold_all);
 	json_t *all = json_array();
 	size_t at = 0, n = strlen(text);
 	const struct tf_dsml_delta *d;
@@ -395,6 +396,12 @@ static json_t *stream_chunks(const char *text, const size_t *cuts, size_t ncuts,
 	*calls = calls_json(c, nc);
 	tf_dsml_stream_free(s);
 	return all;
+}
+
+static json_t *stream_chunks(const char *text, const size_t *cuts, size_t ncuts, bool thinking,
+			     const struct tf_dsml_tools *tools, json_t **calls)
+{
+	return stream_chunks_with(text, cuts, ncuts, thinking, tools, false, calls);
 }
 
 START_TEST(rule_stream_holds_back)
@@ -528,12 +535,13 @@ static void gen_value(struct tf_buf *b, struct tf_rng *r, bool *string)
 	tf_buf_puts(b, *string ? strings[tf_rng_below(r, 6)] : json[tf_rng_below(r, 8)]);
 }
 
-static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking)
+static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking, bool all_spellings)
 {
 	static const char *const prose[] = {"Let me see.", "a\n\nb", "< not a tag", "</thin", "x\n", "中文 text",
 					    "\n\n", "<｜DSML｜", "｜DSML｜ calls"};
-	/* the spellings the stream holds back while incomplete (dsml.h) */
-	static const char *const opens[] = {M " calls>", M "calls>", M "tool_calls>", M "function_calls>"};
+	/* the first four: the spellings the reference holds back (dsml.h) */
+	static const char *const opens[] = {M " calls>", M "calls>", M "tool_calls>", M "function_calls>",
+					    M " tool_calls>", M "\tfunction_calls>", M "\u3000calls>"};
 	static const char *const names[] = {"get_weather", "search", "WEB::OPEN", "x::get_weather"};
 	static const char *const keys[] = {"city", "days", "q", "tags", "detail", "when", "n", "url", "zz"};
 	static const char *const sp[] = {" ", "\n", "\t", "  ", " \n "};
@@ -549,13 +557,14 @@ static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking)
 	}
 	for (uint64_t i = tf_rng_below(r, 3); i-- > 0;)
 		tf_buf_puts(b, prose[tf_rng_below(r, 7)]);
-	/* a lone newline before a block in unclosed reasoning is the one
-	   case the reference's stream sends twice (dsml.h) */
-	if (unclosed && b->len && b->data[b->len - 1] == '\n' && (b->len < 2 || b->data[b->len - 2] != '\n'))
+	/* a lone newline before a block in unclosed reasoning is sent twice by
+	   the reference's stream (dsml.h); hold_all holds it */
+	if (unclosed && !all_spellings && b->len && b->data[b->len - 1] == '\n' &&
+	    (b->len < 2 || b->data[b->len - 2] != '\n'))
 		b->data[--b->len] = 0;
 	if (tf_rng_below(r, 2))
 		tf_buf_puts(b, "\n\n");
-	tf_buf_puts(b, opens[tf_rng_below(r, 4)]);
+	tf_buf_puts(b, opens[tf_rng_below(r, all_spellings ? 7 : 4)]);
 	tf_buf_puts(b, "\n");
 	for (uint64_t c = 1 + tf_rng_below(r, 3); c-- > 0;) {
 		tf_buf_printf(b, M "%sinvoke%sname=\"%s\"%s>\n", tf_rng_below(r, 2) ? " " : "", sp[tf_rng_below(r, 5)],
@@ -629,9 +638,9 @@ START_TEST(random_splits)
 	tf_rng_seed(&r, 20261129);
 	struct tf_buf text = TF_BUF_INIT;
 	size_t replies = 0, splits = 0, with_calls = 0;
-	for (int i = 0; i < 400; i++) {
-		bool thinking = i & 1;
-		gen_reply(&text, &r, thinking);
+	for (int i = 0; i < 600; i++) {
+		bool thinking = i & 1, hold_all = i >= 400; /* the last third: every spelling, all held */
+		gen_reply(&text, &r, thinking, hold_all);
 		struct parsed p = parse_with(text.data, thinking, TOOLS);
 		json_t *whole = json_pack("[s, s, o]", p.reasoning, p.content, json_loads(p.calls, 0, NULL));
 		bool calls = strcmp(p.calls, "[]");
@@ -641,7 +650,7 @@ START_TEST(random_splits)
 			size_t cuts[4096];
 			size_t nc = k == 0 ? 0 : random_cuts(&r, text.len, cuts, 4096);
 			json_t *sc;
-			json_t *feeds = stream_chunks(text.data, cuts, nc, thinking, tools, &sc);
+			json_t *feeds = stream_chunks_with(text.data, cuts, nc, thinking, tools, hold_all, &sc);
 			json_t *got = assemble(feeds);
 			/* the assembled calls equal the calls the stream reports */
 			json_t *gc = json_array_get(got, 2);
@@ -672,6 +681,58 @@ START_TEST(random_splits)
 }
 END_TEST
 
+/* With every spelling held back, each golden reply streams to the same
+ * reasoning, content and calls at its recorded cuts, at single bytes, and
+ * in one piece: no partial tag reaches the content. */
+START_TEST(hold_all_split_invariant)
+{
+	char *text;
+	size_t n;
+	ck_assert_int_eq(tf_file_read_all(data_path("dsv41/dsml.jsonl"), 1 << 26, &text, &n), TF_OK);
+	size_t records = 0;
+	for (char *line = text, *nl; line < text + n; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(text + n - line));
+		if (!nl)
+			nl = text + n;
+		if (nl == line)
+			continue;
+		json_t *rec;
+		ck_assert_int_eq(tf_json_parse(line, (size_t)(nl - line), "record", &rec), TF_OK);
+		const char *t = json_string_value(json_object_get(rec, "text"));
+		bool thinking = json_is_true(json_object_get(rec, "thinking"));
+		struct tf_dsml_tools *tools = tf_dsml_tools_new(json_object_get(rec, "tools"));
+		const json_t *jc = json_object_get(rec, "cuts");
+		size_t nc = json_array_size(jc), *cuts = calloc(strlen(t) + 1, sizeof *cuts);
+		for (size_t k = 0; k < nc; k++)
+			cuts[k] = (size_t)json_integer_value(json_array_get(jc, k));
+		json_t *c1, *c2, *c3;
+		json_t *f1 = stream_chunks_with(t, cuts, nc, thinking, tools, true, &c1);
+		for (size_t k = 0; k + 1 < strlen(t); k++)
+			cuts[k] = k + 1;
+		json_t *f2 = stream_chunks_with(t, cuts, strlen(t) ? strlen(t) - 1 : 0, thinking, tools, true, &c2);
+		json_t *f3 = stream_chunks_with(t, cuts, 0, thinking, tools, true, &c3);
+		json_t *a1 = assemble(f1), *a2 = assemble(f2), *a3 = assemble(f3);
+		json_decref(f1);
+		json_decref(f2);
+		json_decref(f3);
+		ck_assert_msg(json_equal(a1, a3) && json_equal(a2, a3), "record %zu: the stream depends on the cuts", records);
+		ck_assert(json_equal(c1, json_object_get(rec, "stream_calls")) && json_equal(c1, c3));
+		json_decref(a1);
+		json_decref(a2);
+		json_decref(a3);
+		json_decref(c1);
+		json_decref(c2);
+		json_decref(c3);
+		free(cuts);
+		tf_dsml_tools_free(tools);
+		json_decref(rec);
+		records++;
+	}
+	free(text);
+	ck_assert_uint_ge(records, 200);
+}
+END_TEST
+
 Suite *suite_dsml(void)
 {
 	Suite *s = suite_create("dsml");
@@ -687,6 +748,7 @@ Suite *suite_dsml(void)
 	tcase_add_test(tc, rule_stream_holds_back);
 	tcase_add_test(tc, rule_shapes);
 	tcase_add_test(tc, random_splits);
+	tcase_add_test(tc, hold_all_split_invariant);
 	suite_add_tcase(s, tc);
 	return s;
 }
