@@ -532,7 +532,7 @@ static void put_deltas(struct tf_buf *out, const struct tf_dsml_delta *d, size_t
 		       struct tf_buf *c)
 {
 	for (size_t i = 0; i < n; i++) {
-		json_t *v = tf_dsml_openai_delta(&d[i]);
+		json_t *v = tf_dsml_openai_delta(&d[i], TF_DSML_REASONING_CONTENT);
 		if (!v)
 			tf_die(71, "out of memory");
 		tf_pyjson_dump(out, v, true);

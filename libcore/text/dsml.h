@@ -149,11 +149,18 @@ const char *tf_dsml_stream_text(const struct tf_dsml_stream *s, size_t *len);
  * message.tool_calls: [{"id", "type": "function", "function": {"name",
  * "arguments": compact JSON}}] of calls[0..n). */
 json_t *tf_dsml_openai_tool_calls(const struct tf_dsml_call *calls, size_t n);
+/* Where reasoning goes in OpenAI replies (the reference sends both). */
+enum {
+	TF_DSML_REASONING_CONTENT = 1, /* "reasoning_content" (DeepSeek, vLLM) */
+	TF_DSML_REASONING_FIELD = 2,   /* "reasoning" (OpenRouter, newer clients) */
+};
+
 /* A stream delta as a chat.completion.chunk's choices[0].delta:
- * {"reasoning_content": t}, {"content": t}, {"tool_calls": [{"index",
- * "id", "type", "function": {"name", "arguments": ""}}]} or {"tool_calls":
- * [{"index", "function": {"arguments": t}}]}. */
-json_t *tf_dsml_openai_delta(const struct tf_dsml_delta *d);
+ * {"reasoning_content": t, "reasoning": t} (as fields says), {"content":
+ * t}, {"tool_calls": [{"index", "id", "type", "function": {"name",
+ * "arguments": ""}}]} or {"tool_calls": [{"index", "function":
+ * {"arguments": t}}]}. */
+json_t *tf_dsml_openai_delta(const struct tf_dsml_delta *d, unsigned fields);
 
 /* Anthropic shapes: a message's content blocks for a whole reply:
  * {"type": "thinking", "thinking", "signature": ""} (when there is

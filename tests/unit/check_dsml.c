@@ -467,7 +467,9 @@ START_TEST(rule_shapes)
 		ck_assert_int_eq(fin ? tf_dsml_stream_finish(st, "", 0, &d, &nd) : tf_dsml_stream_push(st, text + i, 1, &d, &nd),
 				 TF_OK);
 		for (size_t k = 0; k < nd; k++) {
-			json_t *c = tf_dsml_openai_delta(&d[k]);
+			json_t *c = tf_dsml_openai_delta(&d[k], TF_DSML_REASONING_CONTENT | TF_DSML_REASONING_FIELD);
+			if (d[k].kind == TF_DSML_REASONING)
+				ck_assert(json_equal(json_object_get(c, "reasoning"), json_object_get(c, "reasoning_content")));
 			json_t *calls = json_object_get(c, "tool_calls");
 			if (calls)
 				json_object_del(json_array_get(calls, 0), "id");
