@@ -208,15 +208,6 @@ static void expect_parse(const char *text, bool thinking, const char *tools, con
 	free(p.calls);
 }
 
-/* One invoke of get_weather with one parameter, in a calls block. */
-static char *one_param(const char *flag, const char *value)
-{
-	static char buf[1024];
-	snprintf(buf, sizeof buf, M " calls>\n" M " invoke name=\"get_weather\">\n" M " parameter name=\"%s\" string=\"%s\">%s"
-		 MC " parameter>\n" MC " invoke>\n" MC " calls>", flag, strchr(flag, '|') ? "x" : "true", value);
-	return buf;
-}
-
 static void expect_value(const char *key, bool string, const char *raw, const char *want_args)
 {
 	char text[1024];
@@ -322,7 +313,6 @@ START_TEST(rule_values)
 	expect_value("days", true, "\"4\"", "{\"days\":4}");                       /* JSON inside a JSON string */
 	expect_value("days", false, "\"4\"", "{\"days\":\"4\"}");                  /* valid JSON as it is */
 	expect_value("other", false, " {\"a\": 1} ", "{\"other\":{\"a\":1}}");
-	(void)one_param;
 }
 END_TEST
 
