@@ -84,6 +84,18 @@ static bool is_image_part(const char *t)
 	return !strcmp(t, "image_url") || !strcmp(t, "image") || !strcmp(t, "input_image");
 }
 
+/* A part that is neither text nor an image, named as Python's repr() writes
+ * it (the reference's message: "unsupported content part 1"). */
+static tf_status unsupported(const json_t *part, size_t index, const char *where)
+{
+	struct tf_buf r = TF_BUF_INIT;
+	tf_pyjson_repr(&r, part);
+	tf_status st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: unsupported content part %s", index, where,
+			      r.data ? r.data : "");
+	tf_buf_release(&r);
+	return st;
+}
+
 /* OpenAI content as text: a string, null, a list of parts joined by blank
  * lines, or other JSON dumped. */
 static tf_status content_text(struct tf_buf *b, const json_t *v, size_t index, const char *where,
@@ -104,18 +116,12 @@ static tf_status content_text(struct tf_buf *b, const json_t *v, size_t index, c
 			st = tf_buf_append(b, json_string_value(part), json_string_length(part));
 			continue;
 		}
-		if (!json_is_object(part)) {
-			struct tf_buf r = TF_BUF_INIT;
-			tf_pyjson_repr(&r, part);
-			st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: unsupported content part %s", index,
-				    where, r.data ? r.data : "");
-			tf_buf_release(&r);
-			break;
-		}
 		const char *type = json_string_value(json_object_get(part, "type"));
 		if (!type)
 			type = "";
-		if (!strcmp(type, "text") || !strcmp(type, "input_text") || !strcmp(type, "output_text")) {
+		if (!json_is_object(part)) {
+			st = unsupported(part, index, where);
+		} else if (!strcmp(type, "text") || !strcmp(type, "input_text") || !strcmp(type, "output_text")) {
 			const json_t *t = json_object_get(part, "text");
 			if (tf_pyjson_truthy(t) && !tf_pyjson_scalar_text(b, t, &st))
 				st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: a text part's text must be a string",
@@ -128,8 +134,7 @@ static tf_status content_text(struct tf_buf *b, const json_t *v, size_t index, c
 			else
 				st = tf_buf_puts(b, image_text);
 		} else {
-			st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: unsupported content part of type %s",
-				    index, where, *type ? type : "(none)");
+			st = unsupported(part, index, where);
 		}
 	}
 	return st;

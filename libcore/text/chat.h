@@ -66,7 +66,8 @@ void tf_chat_settings_release(struct tf_chat_settings *s);
  *     or {"type": "json_object"}; any other object with another "type" is
  *     taken as the schema itself, as the fixtures give it),
  *   thinking (true/false, or {"type": "enabled"|"disabled"}), enable_thinking,
- *   budget (1-100: the effort line, thinking unchanged),
+ *   budget (an effort that sets the effort line only: 1-100 or a name
+ *     other than none / minimal; thinking unchanged),
  *   reasoning_effort, then chat_template_kwargs.reasoning_effort
  *     (tf_chat_effort: sets thinking and budget),
  *   chat_template_kwargs.enable_thinking / .thinking,

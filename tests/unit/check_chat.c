@@ -393,7 +393,7 @@ START_TEST(rule_content_and_images)
 	expect_error("{\"messages\": [{\"role\": \"user\", \"content\": [[1, \"a\"]]}]}",
 		     "messages[0].content: unsupported content part [1, 'a']");
 	expect_error("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"audio\"}]}]}",
-		     "messages[0].content: unsupported content part of type audio");
+		     "messages[0].content: unsupported content part {'type': 'audio'}");
 }
 END_TEST
 
@@ -470,7 +470,10 @@ START_TEST(rule_refusals)
 	expect_error("{\"tools\": [{\"function\": {\"description\": \"x\"}}], \"messages\": [{\"role\": \"user\"}]}",
 		     "a tool has no name");
 	expect_error("{\"tools\": [1], \"messages\": [{\"role\": \"user\"}]}", "tools must be a list of objects");
-	expect_error("{\"budget\": 0, \"messages\": [{\"role\": \"user\"}]}", "budget must be an integer 1-100");
+	expect_error("{\"budget\": 0, \"messages\": [{\"role\": \"user\"}]}",
+		     "reasoning_effort must be 1-100 or low / medium / high / max");
+	expect_error("{\"budget\": \"none\", \"messages\": [{\"role\": \"user\"}]}",
+		     "reasoning_effort must be 1-100 or low / medium / high / max");
 }
 END_TEST
 
