@@ -6,6 +6,7 @@
  * generation-suffix rules. */
 #include "text/chat.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,8 @@ struct render {
 	size_t nturns;
 	bool sys_extras; /* turn 0 is a system message carrying tools / schema */
 	struct tf_buf *out;
+	size_t last_user;  /* msgs index of the latest user message, or SIZE_MAX */
+	size_t *rewind;    /* set to where its content starts */
 };
 
 static tf_status nomem(void)
@@ -493,8 +496,11 @@ static tf_status write_user(struct render *r, const struct turn *u)
 	tf_status st = put(r, TF_CHAT_USER);
 	for (size_t k = 0; k < u->nblocks && !st; k++) {
 		const struct block *b = &u->blocks[k];
-		if ((k && (st = put(r, "\n\n"))) || (b->tool && (st = put(r, "<tool_result>"))) ||
-		    (st = put_buf(r, &r->msgs[b->msg].content)) || (b->tool && (st = put(r, "</tool_result>"))))
+		if ((k && (st = put(r, "\n\n"))) || (b->tool && (st = put(r, "<tool_result>"))))
+			break;
+		if (b->msg == r->last_user)
+			*r->rewind = r->out->len;
+		if ((st = put_buf(r, &r->msgs[b->msg].content)) || (b->tool && (st = put(r, "</tool_result>"))))
 			break;
 	}
 	return st;
@@ -555,8 +561,6 @@ static tf_status write_turns(struct render *r, struct tf_chat_prompt *p)
 		    (st = tf_buf_printf(r->out, "Reasoning Effort: %d (range 1-100, the higher the value, the "
 						"more thorough the reasoning)\n\n", s->budget)))
 			break;
-		if (has_last && t == last)
-			p->rewind = r->out->len;
 		bool after_last = !has_last || t > last;
 		switch (u->role) {
 		case R_SYSTEM:
@@ -596,7 +600,7 @@ static tf_status write_turns(struct render *r, struct tf_chat_prompt *p)
 				break;
 		}
 	}
-	if (!has_last)
+	if (r->last_user == SIZE_MAX)
 		p->rewind = p->history_len;
 	return st;
 }
@@ -637,6 +641,11 @@ tf_status tf_chat_render(const json_t *messages, const struct tf_chat_settings *
 		}
 		r.sys_extras = true;
 	}
+	r.last_user = SIZE_MAX;
+	r.rewind = &p->rewind;
+	for (size_t i = 0; !st && i < r.nmsgs; i++)
+		if (r.msgs[i].role == R_USER)
+			r.last_user = i;
 	if (!st)
 		st = merge(&r);
 	if (!st)

@@ -90,9 +90,11 @@ tf_status tf_chat_effort_text(const char *s, size_t n, bool *thinking, int *budg
 struct tf_chat_prompt {
 	struct tf_buf text;  /* the prompt (UTF-8, NUL-terminated) */
 	size_t history_len;  /* its length without the final generation suffix */
-	size_t rewind;       /* where the latest user turn starts (its <｜User｜>,
-				or the <｜System｜> of a later system message);
-				history_len when there is none */
+	size_t rewind;       /* the rewind point: where the latest user message's
+				content starts (what an edit of that message
+				changes first, so an edited last turn can resume
+				from a cache of the text before it);
+				history_len when there is no user message */
 	bool thinking;       /* the reply starts in reasoning (suffix <think>) */
 };
 
