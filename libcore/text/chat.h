@@ -65,7 +65,8 @@ void tf_chat_settings_release(struct tf_chat_settings *s);
  *   response_format ({"type": "json_schema", "json_schema": {"schema": S}}
  *     or {"type": "json_object"}; any other object with another "type" is
  *     taken as the schema itself, as the fixtures give it),
- *   thinking (true/false, or {"type": "enabled"|"disabled"}), enable_thinking,
+ *   thinking (true/false, or Anthropic's {"type": "enabled" | "adaptive" |
+ *     "disabled"}), enable_thinking,
  *   budget (an effort that sets the effort line only: 1-100 or a name
  *     other than none / minimal; thinking unchanged),
  *   reasoning_effort, then chat_template_kwargs.reasoning_effort

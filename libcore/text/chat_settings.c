@@ -123,9 +123,9 @@ static tf_status read_thinking(struct tf_chat_settings *s, const json_t *req)
 		s->thinking = json_is_true(t);
 	} else if (json_is_object(t)) { /* Anthropic: {"type": "enabled", "budget_tokens": N} */
 		const char *k = json_string_value(json_object_get(t, "type"));
-		if (!k || (strcmp(k, "enabled") && strcmp(k, "disabled")))
-			return tf_err(TF_ERR_FORMAT, "thinking.type must be enabled or disabled");
-		s->thinking = !strcmp(k, "enabled");
+		if (!k || (strcmp(k, "enabled") && strcmp(k, "adaptive") && strcmp(k, "disabled")))
+			return tf_err(TF_ERR_FORMAT, "thinking.type must be enabled, adaptive or disabled");
+		s->thinking = strcmp(k, "disabled") != 0;
 	} else if (t && !json_is_null(t)) {
 		return tf_err(TF_ERR_FORMAT, "thinking must be true or false");
 	}

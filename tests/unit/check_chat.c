@@ -514,6 +514,11 @@ START_TEST(rule_effort)
 	expect_text("{\"reasoning_effort\": \"max\", \"chat_template_kwargs\": {\"enable_thinking\": false},"
 		    "\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
 		    TF_CHAT_BOS TF_CHAT_USER "a" TF_CHAT_ASSISTANT "</think>");
+	/* Anthropic's thinking object */
+	expect_text("{\"thinking\": {\"type\": \"disabled\"}, \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
+		    TF_CHAT_BOS TF_CHAT_USER "a" TF_CHAT_ASSISTANT "</think>");
+	expect_error("{\"thinking\": {\"type\": \"maybe\"}, \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
+		     "thinking.type must be enabled, adaptive or disabled");
 	expect_error("{\"chat_template_kwargs\": [], \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
 		     "chat_template_kwargs must be a JSON object or null");
 	expect_error("{\"reasoning_effort\": \"huge\", \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
