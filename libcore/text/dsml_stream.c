@@ -75,7 +75,7 @@ struct tf_dsml_stream {
 	struct sent_call *calls;
 	size_t ncalls;
 	struct pending_delta *pd;
-	size_t npd;
+	size_t npd, pd_cap; /* deltas has room for pd_cap too */
 	struct tf_buf frags;
 	struct tf_dsml_delta *deltas;
 	struct tf_dsml_call *pub; /* tf_dsml_stream_calls' view */
@@ -143,11 +143,18 @@ void tf_dsml_stream_free(struct tf_dsml_stream *s)
 static tf_status emit(struct tf_dsml_stream *s, enum tf_dsml_delta_kind kind, size_t index, size_t off,
 		      size_t len)
 {
-	struct pending_delta *pd = realloc(s->pd, (s->npd + 1) * sizeof *pd);
-	if (!pd)
-		return tf_err(TF_ERR_NOMEM, "DSML stream");
-	s->pd = pd;
-	pd[s->npd++] = (struct pending_delta){kind, index, off, len};
+	if (s->npd == s->pd_cap) {
+		size_t cap = s->pd_cap ? 2 * s->pd_cap : 8;
+		struct pending_delta *pd = realloc(s->pd, cap * sizeof *pd);
+		if (pd)
+			s->pd = pd;
+		struct tf_dsml_delta *d = pd ? realloc(s->deltas, cap * sizeof *d) : NULL;
+		if (!d)
+			return tf_err(TF_ERR_NOMEM, "DSML stream");
+		s->deltas = d;
+		s->pd_cap = cap;
+	}
+	s->pd[s->npd++] = (struct pending_delta){kind, index, off, len};
 	return TF_OK;
 }
 
@@ -396,13 +403,6 @@ static tf_status run(struct tf_dsml_stream *s, bool finished, const struct tf_ds
 	tf_buf_reset(&s->frags);
 	size_t len = finished ? s->text.len : complete_utf8(s->text.data, s->text.len);
 	tf_status st = feed(s, len, finished);
-	if (!st && s->npd) {
-		struct tf_dsml_delta *d = realloc(s->deltas, s->npd * sizeof *d);
-		if (!d)
-			st = tf_err(TF_ERR_NOMEM, "DSML stream");
-		else
-			s->deltas = d;
-	}
 	if (st) {
 		*deltas = NULL;
 		*ndeltas = 0;
