@@ -30,7 +30,7 @@
 #define MAX_INPUT (1ull << 34)
 
 static const char *opt_tokenizer;
-static bool opt_json, opt_lines, opt_jsonl, opt_v41, opt_ids, opt_stream, opt_hold_all;
+static bool opt_json, opt_lines, opt_jsonl, opt_v41, opt_ids, opt_stream, opt_consistent;
 static int64_t opt_threads;
 static double opt_seconds;
 static const char *opt_tools, *opt_mode;
@@ -60,8 +60,8 @@ static const struct tf_opt opts[] = {
 	 "parse: read the reply in chunks and write each chunk's deltas", 0, 0, NULL},
 	{"chunk", 0, TF_OPT_SIZE, &opt_chunk, "N", NULL, "16",
 	 "parse --stream: bytes per chunk", 0, 1 << 30, NULL},
-	{"hold-all", 0, TF_OPT_FLAG, &opt_hold_all, NULL, NULL, NULL,
-	 "parse --stream: hold back every spelling of a partial calls tag", 0, 0, NULL},
+	{"consistent", 0, TF_OPT_FLAG, &opt_consistent, NULL, NULL, NULL,
+	 "parse --stream: stream exactly what the whole parse gives, for any chunks", 0, 0, NULL},
 };
 
 struct doc {
@@ -566,7 +566,7 @@ static int cmd_parse(struct job *j)
 		struct tf_buf rs = TF_BUF_INIT, cs = TF_BUF_INIT;
 		if (!s)
 			tf_die(71, "out of memory");
-		tf_dsml_stream_hold_all(s, opt_hold_all);
+		tf_dsml_stream_consistent(s, opt_consistent);
 		size_t at = 0;
 		for (;;) {
 			size_t n = j->input_len - at < opt_chunk ? j->input_len - at : (size_t)opt_chunk;
@@ -643,8 +643,8 @@ int main(int argc, char **argv)
 		tf_usage_error("no tokenizer (-t FILE or TF_TOKENIZER)");
 	if (opt_ids && cmd->run != cmd_render)
 		tf_usage_error("--ids is for render");
-	if ((opt_stream || opt_tools || opt_hold_all) && cmd->run != cmd_parse)
-		tf_usage_error("--stream, --tools and --hold-all are for parse");
+	if ((opt_stream || opt_tools || opt_consistent) && cmd->run != cmd_parse)
+		tf_usage_error("--stream, --tools and --consistent are for parse");
 	if (!opt_chunk)
 		tf_usage_error("--chunk must be at least 1");
 	if (opt_lines && opt_jsonl)

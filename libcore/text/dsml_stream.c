@@ -57,7 +57,7 @@ struct pending_delta {
 
 struct tf_dsml_stream {
 	bool thinking, finished;
-	bool hold_all; /* hold every spelling of a block tag (dsml.h) */
+	bool consistent; /* equal to the whole parse for any split (dsml.h) */
 	const struct tf_dsml_tools *tools;
 	struct tf_buf text;
 	size_t sent_reasoning, sent_content;
@@ -111,15 +111,15 @@ struct tf_dsml_stream *tf_dsml_stream_new(bool thinking, const struct tf_dsml_to
 	return s;
 }
 
-void tf_dsml_stream_hold_all(struct tf_dsml_stream *s, bool on)
+void tf_dsml_stream_consistent(struct tf_dsml_stream *s, bool on)
 {
-	s->hold_all = on;
+	s->consistent = on;
 }
 
 /* What may still become a calls block's opening tag. */
 static size_t hold(const struct tf_dsml_stream *s, const char *t, size_t len)
 {
-	return s->hold_all ? dsml_hold_all(t, len) : dsml_hold(t, len);
+	return s->consistent ? dsml_hold_all(t, len) : dsml_hold(t, len);
 }
 
 void tf_dsml_stream_free(struct tf_dsml_stream *s)
@@ -312,6 +312,9 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 {
 	const char *t = s->text.data ? s->text.data : "";
 	bool offered = tf_dsml_tools_count(s->tools) > 0;
+	/* a block tag ends unclosed reasoning (dsml_split); the reference's
+	   stream looks for one only when tools were offered */
+	bool blocks = offered || s->consistent;
 	bool has_end = false, has_blk = false;
 	const struct dsml_match *blk_all = NULL;
 	tf_status st;
@@ -324,13 +327,13 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		has_end = s->has_think_end;
 		blk_all = finder_block(&s->text_blk, t, len, false);
 		has_blk = blk_all != NULL;
-		if (!has_end && (!has_blk || !offered)) {
+		if (!has_end && (!has_blk || !blocks)) {
 			size_t h = dsml_partial(t, len, THINK_END);
-			if (offered) {
+			if (blocks) {
 				size_t k = hold(s, t, len);
 				/* a block ends the reasoning before the newlines ahead of
 				   its tag (dsml_split); the reference sends a lone one */
-				while (s->hold_all && k && k < len && t[len - k - 1] == '\n')
+				while (s->consistent && k && k < len && t[len - k - 1] == '\n')
 					k++;
 				h = k > h ? k : h;
 			}
@@ -378,9 +381,16 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		finder_reset(&s->close_blk, blk->end);
 	}
 	const struct dsml_match *close = finder_block(&s->close_blk, t, len, true);
-	if ((st = read_calls(s, t, close ? close->start : len)))
+	if ((st = read_calls(s, t, close ? close->start : len)) || (st = emit_calls(s, finished)))
 		return st;
-	return emit_calls(s, finished);
+	/* a block that gave no usable call is content after all, as the whole
+	   parse has it (the reference's stream drops it) */
+	if (finished && s->consistent && !s->ncalls && rn > s->sent_content) {
+		if ((st = emit(s, TF_DSML_CONTENT, 0, rest_at + s->sent_content, rn - s->sent_content)))
+			return st;
+		s->sent_content = rn;
+	}
+	return TF_OK;
 }
 
 /* The length of s[0..n) without an incomplete trailing UTF-8 character. */

@@ -365,10 +365,10 @@ END_TEST
 
 /* Stream a text in the given chunks; returns the deltas as JSON. */
 static json_t *stream_chunks_with(const char *text, const size_t *cuts, size_t ncuts, bool thinking,
-				  const struct tf_dsml_tools *tools, bool hold_all, json_t **calls)
+				  const struct tf_dsml_tools *tools, bool consistent, json_t **calls)
 {
 	struct tf_dsml_stream *s = tf_dsml_stream_new(thinking, tools);
-	tf_dsml_stream_hold_all(s, hold_all);
+	tf_dsml_stream_consistent(s, consistent);
 	json_t *all = json_array();
 	size_t at = 0, n = strlen(text);
 	const struct tf_dsml_delta *d;
@@ -534,7 +534,8 @@ static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking, bool al
 	/* the first four: the spellings the reference holds back (dsml.h) */
 	static const char *const opens[] = {M " calls>", M "calls>", M "tool_calls>", M "function_calls>",
 					    M " tool_calls>", M "\tfunction_calls>", M "\u3000calls>"};
-	static const char *const names[] = {"get_weather", "search", "WEB::OPEN", "x::get_weather"};
+	/* the last: not offered */
+	static const char *const names[] = {"get_weather", "search", "WEB::OPEN", "x::get_weather", "delete_all"};
 	static const char *const keys[] = {"city", "days", "q", "tags", "detail", "when", "n", "url", "zz"};
 	static const char *const sp[] = {" ", "\n", "\t", "  ", " \n "};
 	tf_buf_reset(b);
@@ -550,7 +551,7 @@ static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking, bool al
 	for (uint64_t i = tf_rng_below(r, 3); i-- > 0;)
 		tf_buf_puts(b, prose[tf_rng_below(r, 7)]);
 	/* a lone newline before a block in unclosed reasoning is sent twice by
-	   the reference's stream (dsml.h); hold_all holds it */
+	   the reference's stream (dsml.h); the consistent stream holds it */
 	if (unclosed && !all_spellings && b->len && b->data[b->len - 1] == '\n' &&
 	    (b->len < 2 || b->data[b->len - 2] != '\n'))
 		b->data[--b->len] = 0;
@@ -560,7 +561,7 @@ static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking, bool al
 	tf_buf_puts(b, "\n");
 	for (uint64_t c = 1 + tf_rng_below(r, 3); c-- > 0;) {
 		tf_buf_printf(b, M "%sinvoke%sname=\"%s\"%s>\n", tf_rng_below(r, 2) ? " " : "", sp[tf_rng_below(r, 5)],
-			      names[tf_rng_below(r, 4)], tf_rng_below(r, 2) ? "" : " ");
+			      names[tf_rng_below(r, all_spellings ? 5 : 4)], tf_rng_below(r, 2) ? "" : " ");
 		for (uint64_t p = tf_rng_below(r, 4); p-- > 0;) {
 			bool string;
 			struct tf_buf v = TF_BUF_INIT;
@@ -629,31 +630,32 @@ START_TEST(random_splits)
 	struct tf_rng r;
 	tf_rng_seed(&r, 20261129);
 	struct tf_buf text = TF_BUF_INIT;
-	size_t replies = 0, splits = 0, with_calls = 0;
-	for (int i = 0; i < 600; i++) {
-		bool thinking = i & 1, hold_all = i >= 400; /* the last third: every spelling, all held */
-		gen_reply(&text, &r, thinking, hold_all);
-		struct parsed p = parse_with(text.data, thinking, TOOLS);
+	size_t replies = 0, splits = 0, with_calls = 0, without_tools = 0;
+	for (int i = 0; i < 800; i++) {
+		/* the first half: reference deltas, in the cases where they equal
+		   the whole parse (dsml.h); the second: the consistent stream on
+		   anything, tools offered or not, usable calls or not */
+		bool thinking = i & 1, consistent = i >= 400;
+		bool offered = !consistent || i % 3;
+		gen_reply(&text, &r, thinking, consistent);
+		struct parsed p = parse_with(text.data, thinking, offered ? TOOLS : NULL);
 		json_t *whole = json_pack("[s, s, o]", p.reasoning, p.content, json_loads(p.calls, 0, NULL));
-		bool calls = strcmp(p.calls, "[]");
-		with_calls += calls;
+		with_calls += strcmp(p.calls, "[]") != 0;
+		without_tools += !offered;
 		replies++;
 		for (int k = 0; k < 8; k++) {
 			size_t cuts[4096];
 			size_t nc = k == 0 ? 0 : random_cuts(&r, text.len, cuts, 4096);
 			json_t *sc;
-			json_t *feeds = stream_chunks_with(text.data, cuts, nc, thinking, tools, hold_all, &sc);
+			json_t *feeds =
+				stream_chunks_with(text.data, cuts, nc, thinking, offered ? tools : NULL, consistent, &sc);
 			json_t *got = assemble(feeds);
 			/* the assembled calls equal the calls the stream reports */
-			json_t *gc = json_array_get(got, 2);
-			ck_assert(json_equal(gc, sc));
-			/* the reference withholds a block that yields no call from the stream */
-			if (!calls)
-				json_array_set_new(whole, 1, json_copy(json_array_get(got, 1)));
+			ck_assert(json_equal(json_array_get(got, 2), sc));
 			if (!json_equal(whole, got)) {
 				char *w = show(whole), *g = show(got), *t = show(json_string(text.data));
-				ck_abort_msg("reply %d split %d: thinking=%d\n text %s\n whole %s\n streamed %s", i, k, thinking,
-					     t, w, g);
+				ck_abort_msg("reply %d split %d: thinking=%d consistent=%d tools=%d\n text %s\n whole %s\n streamed %s",
+					     i, k, thinking, consistent, offered, t, w, g);
 			}
 			splits++;
 			json_decref(got);
@@ -665,18 +667,17 @@ START_TEST(random_splits)
 		free(p.content);
 		free(p.calls);
 	}
-	fprintf(stderr, "dsml random splits: %zu replies (%zu with calls), %zu splits, streamed == whole\n", replies,
-		with_calls, splits);
+	fprintf(stderr, "dsml random splits: %zu replies (%zu with calls, %zu without tools), %zu splits, streamed == whole\n",
+		replies, with_calls, without_tools, splits);
 	tf_buf_release(&text);
 	tf_dsml_tools_free(tools);
 	json_decref(tj);
 }
 END_TEST
 
-/* With every spelling held back, each golden reply streams to the same
- * reasoning, content and calls at its recorded cuts, at single bytes, and
- * in one piece: no partial tag reaches the content. */
-START_TEST(hold_all_split_invariant)
+/* In consistent mode each golden reply streams, at its recorded cuts, at
+ * single bytes and in one piece, to exactly its whole parse. */
+START_TEST(consistent_goldens)
 {
 	char *text;
 	size_t n;
@@ -707,8 +708,13 @@ START_TEST(hold_all_split_invariant)
 		json_decref(f1);
 		json_decref(f2);
 		json_decref(f3);
-		ck_assert_msg(json_equal(a1, a3) && json_equal(a2, a3), "record %zu: the stream depends on the cuts", records);
+		const json_t *wp = json_object_get(rec, "parse");
+		json_t *whole = json_pack("[O, O, O]", json_object_get(wp, "reasoning"), json_object_get(wp, "content"),
+					  json_object_get(wp, "calls"));
+		ck_assert_msg(json_equal(a1, whole) && json_equal(a2, whole) && json_equal(a3, whole),
+			      "record %zu: the consistent stream differs from the whole parse", records);
 		ck_assert(json_equal(c1, json_object_get(rec, "stream_calls")) && json_equal(c1, c3));
+		json_decref(whole);
 		json_decref(a1);
 		json_decref(a2);
 		json_decref(a3);
@@ -740,7 +746,7 @@ Suite *suite_dsml(void)
 	tcase_add_test(tc, rule_stream_holds_back);
 	tcase_add_test(tc, rule_shapes);
 	tcase_add_test(tc, random_splits);
-	tcase_add_test(tc, hold_all_split_invariant);
+	tcase_add_test(tc, consistent_goldens);
 	suite_add_tcase(s, tc);
 	return s;
 }
