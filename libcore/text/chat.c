@@ -43,8 +43,7 @@ struct msg {
 	enum role role;
 	size_t index;          /* in the request's messages (errors name it) */
 	struct tf_buf content;
-	bool has_reasoning;
-	struct tf_buf reasoning;
+	struct tf_buf reasoning; /* "" when absent, as the reference writes it */
 	const json_t *calls;   /* a non-empty array, or NULL */
 	struct tf_buf tool_id;
 };
@@ -353,11 +352,8 @@ static tf_status normalize_one(struct render *r, const json_t *m, size_t i)
 		const json_t *rc = json_object_get(m, "reasoning_content");
 		if (!rc || json_is_null(rc))
 			rc = json_object_get(m, "reasoning");
-		if (rc && !json_is_null(rc)) {
-			x->has_reasoning = true;
-			if ((st = content_text(&x->reasoning, rc, i, "reasoning_content", NULL)))
-				return st;
-		}
+		if (rc && !json_is_null(rc) && (st = content_text(&x->reasoning, rc, i, "reasoning_content", NULL)))
+			return st;
 		const json_t *tc = json_object_get(m, "tool_calls");
 		if (tf_pyjson_truthy(tc)) {
 			if (!json_is_array(tc))
