@@ -11,6 +11,7 @@
 #include "base/f16.h"
 #include "base/rng.h"
 #include "base/thread.h"
+#include "cuda/blas.h"
 #include "cuda/exl3_gemv.h"
 #include "cuda/module.h"
 #include "gpu_util.h"
@@ -112,6 +113,61 @@ static void one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws, uint32
 	free(y);
 }
 
+/* The bf16 cuBLAS GEMM that tf-bench compares with, on the dequantised
+ * weight of a random layer: checks its argument order. */
+static void blas_check(void)
+{
+	struct tf_cu_blas *b;
+	tf_status st = tf_cu_blas_new(&b);
+	if (st) {
+		printf("cublas: not checked: %s\n", tf_errmsg(st));
+		return;
+	}
+	const uint32_t k = 1024, n = 512, rows = 4;
+	struct tf_exl3_geom g = {k, n, 4, TF_EXL3_CB_MUL1};
+	struct tf_rng rng;
+	tf_rng_seed(&rng, 77);
+	uint16_t *tr = malloc(tf_exl3_trellis_bytes(&g)), *suh = malloc(2 * k), *svh = malloc(2 * n);
+	float *W = malloc(4 * (size_t)k * n), *x = malloc(4 * rows * k), *ref = malloc(4 * rows * n);
+	float *y = malloc(4 * rows * n);
+	uint16_t *wt = malloc(2 * (size_t)k * n), *xb = malloc(2 * rows * k);
+	tf_exl3_synth(&g, &rng, tr, suh, svh);
+	struct tf_exl3_layer L = {g, tr, suh, svh, NULL};
+	GPU_OK(tf_exl3_dequant(&L, W));
+	for (uint32_t i = 0; i < k; i++)
+		for (uint32_t j = 0; j < n; j++)
+			wt[(size_t)j * k + i] = tf_f32_to_bf16(W[(size_t)i * n + j]);
+	for (size_t i = 0; i < (size_t)rows * k; i++) {
+		xb[i] = tf_f32_to_bf16(tf_rng_normal(&rng));
+		x[i] = tf_bf16_to_f32(xb[i]);
+	}
+	GPU_OK(tf_exl3_matmul(&L, x, rows, ref, NULL));
+	tf_cu_ptr dw, dx, dy;
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dw, 2 * (size_t)k * n)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dx, 2 * rows * k)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dy, 4 * rows * n)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(dw, wt, 2 * (size_t)k * n)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(dx, xb, 2 * rows * k)));
+	GPU_OK(TF_CU(tf_cu->MemsetD8(dy, 0xFF, 4 * rows * n)));
+	GPU_OK(tf_cu_blas_linear_bf16(b, dx, dw, dy, rows, k, n, false, NULL));
+	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
+	GPU_OK(TF_CU(tf_cu->MemcpyDtoH(y, dy, 4 * rows * n)));
+	double num = 0, den = 0;
+	for (size_t i = 0; i < (size_t)rows * n; i++) {
+		double d = (double)y[i] - ref[i];
+		num += isfinite(y[i]) ? d * d : 1e30;
+		den += (double)ref[i] * ref[i];
+	}
+	double rel = sqrt(num / den);
+	printf("cublas (%s) bf16 GEMM vs the CPU codec: rel %.2e\n", tf_cu_blas_path(b), rel);
+	GPU_CHECK(rel < 1e-2, "cuBLAS bf16 GEMM rel error %.2e", rel);
+	tf_cu->MemFree(dw);
+	tf_cu->MemFree(dx);
+	tf_cu->MemFree(dy);
+	free(tr), free(suh), free(svh), free(W), free(x), free(ref), free(y), free(wt), free(xb);
+	tf_cu_blas_free(b);
+}
+
 int main(void)
 {
 	struct tf_cu_device dev;
@@ -147,6 +203,8 @@ int main(void)
 			}
 	printf("exl3 gemv: %d cases, worst rel %.2e, worst max/rms %.2e (f32 output)\n", cases,
 	       worst_rel, worst_max);
+	if (!quick)
+		blas_check();
 	tf_cu_exl3_ws_release(&ws);
 	tf_pool_free(pool);
 	tf_cu_module_unload();
