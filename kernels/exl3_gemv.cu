@@ -120,6 +120,40 @@ __device__ __forceinline__ uint32_t state_at(uint32_t w0, uint32_t w1, uint32_t 
 	}
 }
 
+#ifndef EXL3_STAGED
+#define EXL3_STAGED 1
+#endif
+
+template <int B>
+__device__ __forceinline__ constexpr int words_of()
+{
+	return 8 * B;
+}
+
+/* Shared words for the tile stages, at least R·128 floats (part[]). */
+template <int B, int R>
+__device__ __forceinline__ constexpr int smem_tile_words()
+{
+	return (B <= 5 ? 3 : 2) * 64 * 8 * B > R * 128 ? (B <= 5 ? 3 : 2) * 64 * 8 * B : R * 128;
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* The window offset o of every lane, when it is the same for all (B = 4
  * and 8), else -1: then states are read from the raw words at compile-time
  * shifts, without moving the window first. */
@@ -145,16 +179,12 @@ __device__ __forceinline__ void load_chunk(const uint32_t *col, size_t row_words
 	}
 }
 
-/* One chunk (128 values of K): build u in us[kb & 1], then decode this
- * lane's 8 tiles and accumulate. */
-template <int B, int CB, int R>
-__device__ __forceinline__ void do_chunk(const exl3_gemv_args &a, int kb, int lane, int warp, int o,
-                                         __half (*us)[R][128], const uint32_t (&t0)[8],
-                                         const uint32_t (&t1)[8], const uint32_t (&t2)[8],
-                                         float (&acc)[R][2])
+/* u of chunk kb into us[kb & 1]: warp w builds rows w and w + 8. The
+ * caller syncs the block before anyone reads it. */
+template <int R>
+__device__ __forceinline__ void build_u(const exl3_gemv_args &a, int kb, int lane, int warp,
+                                        __half (*us)[R][128])
 {
-	const int q = lane & 3;
-	/* u for this chunk: warp w builds rows w and w + 8. */
 	const int buf = kb & 1;
 #pragma unroll
 	for (int rr = 0; rr < (R + 7) / 8; rr++) {
@@ -183,8 +213,16 @@ __device__ __forceinline__ void do_chunk(const exl3_gemv_args &a, int kb, int la
 			*reinterpret_cast<uint2 *>(&us[buf][r][4 * lane]) = st;
 		}
 	}
-	__syncthreads();
+}
 
+/* Decode this lane's 8 tiles of chunk kb (words t0..t2 of each) and
+ * accumulate u · Ŵ into acc. */
+template <int B, int CB, int R>
+__device__ __forceinline__ void decode_chunk(int kb, int lane, int o, __half (*us)[R][128],
+                                             const uint32_t (&t0)[8], const uint32_t (&t1)[8],
+                                             const uint32_t (&t2)[8], float (&acc)[R][2])
+{
+	const int q = lane & 3, buf = kb & 1;
 	constexpr int O = uniform_offset<B>();
 #pragma unroll
 	for (int i = 0; i < 8; i += 2) {
@@ -237,7 +275,10 @@ template <int B, int CB, int R>
 __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 {
 	__shared__ __align__(16) __half us[2][R][128];
-	__shared__ float part[R][128];
+#if EXL3_STAGED
+	/* Tile stages; after the loop they hold part[R][128]. */
+	__shared__ __align__(16) uint32_t smem_tiles[smem_tile_words<B, R>()];
+#endif
 
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int q = lane & 3, c0 = lane >> 2;
@@ -263,6 +304,51 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 	for (int r = 0; r < R; r++)
 		acc[r][0] = acc[r][1] = 0.f;
 
+#if EXL3_STAGED
+	/* The block's tiles of each chunk (8 k-tile rows × 8 tile columns,
+	 * 8 rows of 256·B contiguous bytes) are copied to shared memory with
+	 * 16-byte cp.async, STAGES chunks ahead; lanes then read their three
+	 * words per tile from shared memory at fixed offsets. */
+	constexpr int STAGES = B <= 5 ? 3 : 2;
+	constexpr int CHUNK_WORDS = 64 * words_of<B>(); /* u32 per stage */
+	uint32_t *const stage0 = reinterpret_cast<uint32_t *>(smem_tiles);
+	const uint32_t *g0 = a.trellis + (size_t)nb * 8 * words;
+	(void)col;
+	auto issue = [&](int kb) {
+		if (kb < kb1) {
+			uint32_t *dst = stage0 + (kb % STAGES) * CHUNK_WORDS;
+			const uint32_t *src = g0 + (size_t)kb * 8 * row_words;
+			/* 128·B pieces of 16 bytes: 16·B per row of 8 tiles. */
+			for (int p = threadIdx.x; p < 128 * B; p += GEMV_THREADS) {
+				const int row = p / (16 * B), off = (p % (16 * B)) * 4;
+				cp_async16(dst + row * 8 * words + off, src + (size_t)row * row_words + off);
+			}
+		}
+		cp_async_commit();
+	};
+#pragma unroll
+	for (int st = 0; st < STAGES - 1; st++)
+		issue(kb0 + st);
+	for (int kb = kb0; kb < kb1; kb++) {
+		cp_async_wait<STAGES - 2>();
+		build_u<R>(a, kb, lane, warp, us);
+		__syncthreads();
+		issue(kb + STAGES - 1);
+		const uint32_t *sw = stage0 + (kb % STAGES) * CHUNK_WORDS + warp * words;
+		uint32_t t0[8], t1[8], t2[8];
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			t0[i] = sw[i * 8 * words + wi];
+			t1[i] = sw[i * 8 * words + wj];
+			t2[i] = sw[i * 8 * words + wk];
+		}
+		decode_chunk<B, CB, R>(kb, lane, o, us, t0, t1, t2, acc);
+	}
+	cp_async_wait<0>();
+	__syncthreads(); /* the stages become part[] below */
+	float (*part)[128] = reinterpret_cast<float (*)[128]>(smem_tiles);
+#else
+	__shared__ float part[R][128];
 	uint32_t t0[8], t1[8], t2[8];
 	load_chunk<B>(col, row_words, kb0, wi, wj, wk, t0, t1, t2);
 	if constexpr (R <= 4) {
@@ -272,20 +358,27 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 		for (int kb = kb0; kb < kb1; kb += 2) {
 			if (kb + 1 < kb1)
 				load_chunk<B>(col, row_words, kb + 1, wi, wj, wk, n0, n1, n2);
-			do_chunk<B, CB, R>(a, kb, lane, warp, o, us, t0, t1, t2, acc);
+			build_u<R>(a, kb, lane, warp, us);
+			__syncthreads();
+			decode_chunk<B, CB, R>(kb, lane, o, us, t0, t1, t2, acc);
 			if (kb + 1 >= kb1)
 				break;
 			if (kb + 2 < kb1)
 				load_chunk<B>(col, row_words, kb + 2, wi, wj, wk, t0, t1, t2);
-			do_chunk<B, CB, R>(a, kb + 1, lane, warp, o, us, n0, n1, n2, acc);
+			build_u<R>(a, kb + 1, lane, warp, us);
+			__syncthreads();
+			decode_chunk<B, CB, R>(kb + 1, lane, o, us, n0, n1, n2, acc);
 		}
 	} else {
 		for (int kb = kb0; kb < kb1; kb++) {
 			if (kb > kb0)
 				load_chunk<B>(col, row_words, kb, wi, wj, wk, t0, t1, t2);
-			do_chunk<B, CB, R>(a, kb, lane, warp, o, us, t0, t1, t2, acc);
+			build_u<R>(a, kb, lane, warp, us);
+			__syncthreads();
+			decode_chunk<B, CB, R>(kb, lane, o, us, t0, t1, t2, acc);
 		}
 	}
+#endif
 
 	/* Sum the four lanes of each column pair; lane q == 0 holds columns
 	 * c0 and c0 + 8 of this warp's tile. */
