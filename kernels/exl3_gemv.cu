@@ -120,165 +120,11 @@ __device__ __forceinline__ uint32_t state_at(uint32_t w0, uint32_t w1, uint32_t 
 	}
 }
 
-#ifndef EXL3_STAGED
-#define EXL3_STAGED 1
-#endif
-
-template <int B>
-__device__ __forceinline__ constexpr int words_of()
-{
-	return 8 * B;
-}
-
-/* Shared words for the tile stages, at least R·128 floats (part[]). */
-template <int B, int R>
-__device__ __forceinline__ constexpr int smem_tile_words()
-{
-	return (B <= 5 ? 3 : 2) * 64 * 8 * B > R * 128 ? (B <= 5 ? 3 : 2) * 64 * 8 * B : R * 128;
-}
-
-__device__ __forceinline__ void cp_async16(void *dst, const void *src)
-{
-	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-	asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/* The window offset o of every lane, when it is the same for all (B = 4
- * and 8), else -1: then states are read from the raw words at compile-time
- * shifts, without moving the window first. */
-template <int B>
-__device__ __forceinline__ constexpr int uniform_offset()
-{
-	return B == 4 ? 20 : B == 8 ? 24 : -1;
-}
-
-/* Issue the loads of chunk kb's 8 tiles (this warp's tile column). */
-template <int B>
-__device__ __forceinline__ void load_chunk(const uint32_t *col, size_t row_words, int kb, int wi,
-                                           int wj, int wk, uint32_t (&t0)[8], uint32_t (&t1)[8],
-                                           uint32_t (&t2)[8])
-{
-	const uint32_t *p = col + (size_t)kb * 8 * row_words;
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		t0[i] = __ldcs(p + wi);
-		t1[i] = __ldcs(p + wj);
-		t2[i] = __ldcs(p + wk);
-		p += row_words;
-	}
-}
-
-/* u of chunk kb into us[kb & 1]: warp w builds rows w and w + 8. The
- * caller syncs the block before anyone reads it. */
-template <int R>
-__device__ __forceinline__ void build_u(const exl3_gemv_args &a, int kb, int lane, int warp,
-                                        __half (*us)[R][128])
-{
-	const int buf = kb & 1;
-#pragma unroll
-	for (int rr = 0; rr < (R + 7) / 8; rr++) {
-		const int r = warp + 8 * rr;
-		if (r < R) {
-			float v[4] = {0.f, 0.f, 0.f, 0.f};
-			if (r < a.rows) {
-				const int k = kb * 128 + 4 * lane;
-				const uint2 xb = *reinterpret_cast<const uint2 *>(a.x + (size_t)r * a.k + k);
-				const uint2 sb = *reinterpret_cast<const uint2 *>(a.suh + k);
-				const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
-				const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
-				const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
-				const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
-				v[0] = __low2float(x01) * __low2float(s01);
-				v[1] = __high2float(x01) * __high2float(s01);
-				v[2] = __low2float(x23) * __low2float(s23);
-				v[3] = __high2float(x23) * __high2float(s23);
-				had128_warp(v, lane);
-			}
-			__half2 h01 = __floats2half2_rn(v[0] * HAD_SCALE, v[1] * HAD_SCALE);
-			__half2 h23 = __floats2half2_rn(v[2] * HAD_SCALE, v[3] * HAD_SCALE);
-			uint2 st;
-			st.x = *reinterpret_cast<uint32_t *>(&h01);
-			st.y = *reinterpret_cast<uint32_t *>(&h23);
-			*reinterpret_cast<uint2 *>(&us[buf][r][4 * lane]) = st;
-		}
-	}
-}
-
-/* Decode this lane's 8 tiles of chunk kb (words t0..t2 of each) and
- * accumulate u · Ŵ into acc. */
-template <int B, int CB, int R>
-__device__ __forceinline__ void decode_chunk(int kb, int lane, int o, __half (*us)[R][128],
-                                             const uint32_t (&t0)[8], const uint32_t (&t1)[8],
-                                             const uint32_t (&t2)[8], float (&acc)[R][2])
-{
-	const int q = lane & 3, buf = kb & 1;
-	constexpr int O = uniform_offset<B>();
-#pragma unroll
-	for (int i = 0; i < 8; i += 2) {
-		__half2 h[R][2];
-#pragma unroll
-		for (int r = 0; r < R; r++)
-			h[r][0] = h[r][1] = __float2half2_rn(0.f);
-#pragma unroll
-		for (int ii = 0; ii < 2; ii++) {
-			uint32_t w0, w1, w2;
-			if constexpr (O >= 0) {
-				w2 = t0[i + ii], w1 = t1[i + ii], w0 = t2[i + ii];
-			} else {
-				/* Move the window so its first bit is bit 95. */
-				w2 = __funnelshift_l(t1[i + ii], t0[i + ii], o);
-				w1 = __funnelshift_l(t2[i + ii], t1[i + ii], o);
-				w0 = t2[i + ii] << o;
-			}
-			/* State j ends at window bit 15 + j·B: SH = 80 − j·B − O. */
-			constexpr int S = 80 - (O >= 0 ? O : 0);
-			const __half2 w01 = decode2<CB>(state_at<S - 0 * B>(w0, w1, w2),
-			                                state_at<S - 1 * B>(w0, w1, w2));
-			const __half2 w23 = decode2<CB>(state_at<S - 2 * B>(w0, w1, w2),
-			                                state_at<S - 3 * B>(w0, w1, w2));
-			const __half2 w45 = decode2<CB>(state_at<S - 4 * B>(w0, w1, w2),
-			                                state_at<S - 5 * B>(w0, w1, w2));
-			const __half2 w67 = decode2<CB>(state_at<S - 6 * B>(w0, w1, w2),
-			                                state_at<S - 7 * B>(w0, w1, w2));
-			const int kk = (i + ii) * 16 + 2 * q;
-#pragma unroll
-			for (int r = 0; r < R; r++) {
-				const __half2 u0 = *reinterpret_cast<const __half2 *>(&us[buf][r][kk]);
-				const __half2 u1 = *reinterpret_cast<const __half2 *>(&us[buf][r][kk + 8]);
-				h[r][0] = __hfma2(w01, u0, h[r][0]);
-				h[r][0] = __hfma2(w23, u1, h[r][0]);
-				h[r][1] = __hfma2(w45, u0, h[r][1]);
-				h[r][1] = __hfma2(w67, u1, h[r][1]);
-			}
-		}
-#pragma unroll
-		for (int r = 0; r < R; r++) {
-			const float2 f0 = __half22float2(h[r][0]), f1 = __half22float2(h[r][1]);
-			acc[r][0] += f0.x + f0.y;
-			acc[r][1] += f1.x + f1.y;
-		}
-	}
-}
-
 template <int B, int CB, int R>
 __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 {
 	__shared__ __align__(16) __half us[2][R][128];
-#if EXL3_STAGED
-	/* Tile stages; after the loop they hold part[R][128]. */
-	__shared__ __align__(16) uint32_t smem_tiles[smem_tile_words<B, R>()];
-#endif
+	__shared__ float part[R][128];
 
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int q = lane & 3, c0 = lane >> 2;
@@ -296,89 +142,93 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 	const int start = ((8 * lane + 1) * B - 16 + 256 * B) % (256 * B);
 	const int wi = start >> 5, o = start & 31;
 	const int wj = (wi + 1) % words, wk = (wi + 2) % words;
-	const uint32_t *col = a.trellis + (size_t)tcol * words;
-	const size_t row_words = (size_t)ntiles * words;
 
 	float acc[R][2];
 #pragma unroll
 	for (int r = 0; r < R; r++)
 		acc[r][0] = acc[r][1] = 0.f;
 
-#if EXL3_STAGED
-	/* The block's tiles of each chunk (8 k-tile rows × 8 tile columns,
-	 * 8 rows of 256·B contiguous bytes) are copied to shared memory with
-	 * 16-byte cp.async, STAGES chunks ahead; lanes then read their three
-	 * words per tile from shared memory at fixed offsets. */
-	constexpr int STAGES = B <= 5 ? 3 : 2;
-	constexpr int CHUNK_WORDS = 64 * words_of<B>(); /* u32 per stage */
-	uint32_t *const stage0 = reinterpret_cast<uint32_t *>(smem_tiles);
-	const uint32_t *g0 = a.trellis + (size_t)nb * 8 * words;
-	(void)col;
-	auto issue = [&](int kb) {
-		if (kb < kb1) {
-			uint32_t *dst = stage0 + (kb % STAGES) * CHUNK_WORDS;
-			const uint32_t *src = g0 + (size_t)kb * 8 * row_words;
-			/* 128·B pieces of 16 bytes: 16·B per row of 8 tiles. */
-			for (int p = threadIdx.x; p < 128 * B; p += GEMV_THREADS) {
-				const int row = p / (16 * B), off = (p % (16 * B)) * 4;
-				cp_async16(dst + row * 8 * words + off, src + (size_t)row * row_words + off);
-			}
-		}
-		cp_async_commit();
-	};
-#pragma unroll
-	for (int st = 0; st < STAGES - 1; st++)
-		issue(kb0 + st);
 	for (int kb = kb0; kb < kb1; kb++) {
-		cp_async_wait<STAGES - 2>();
-		build_u<R>(a, kb, lane, warp, us);
-		__syncthreads();
-		issue(kb + STAGES - 1);
-		const uint32_t *sw = stage0 + (kb % STAGES) * CHUNK_WORDS + warp * words;
+		/* Issue the loads of this chunk's 8 tiles first. */
 		uint32_t t0[8], t1[8], t2[8];
 #pragma unroll
 		for (int i = 0; i < 8; i++) {
-			t0[i] = sw[i * 8 * words + wi];
-			t1[i] = sw[i * 8 * words + wj];
-			t2[i] = sw[i * 8 * words + wk];
+			const uint32_t *tile = a.trellis + ((size_t)(kb * 8 + i) * ntiles + tcol) * words;
+			t0[i] = __ldcs(tile + wi);
+			t1[i] = __ldcs(tile + wj);
+			t2[i] = __ldcs(tile + wk);
 		}
-		decode_chunk<B, CB, R>(kb, lane, o, us, t0, t1, t2, acc);
+		/* u for this chunk: warp w builds rows w and w + 8. */
+		const int buf = kb & 1;
+#pragma unroll
+		for (int rr = 0; rr < (R + 7) / 8; rr++) {
+			const int r = warp + 8 * rr;
+			if (r < R) {
+				float v[4] = {0.f, 0.f, 0.f, 0.f};
+				if (r < a.rows) {
+					const int k = kb * 128 + 4 * lane;
+					const uint2 xb = *reinterpret_cast<const uint2 *>(a.x + (size_t)r * a.k + k);
+					const uint2 sb = *reinterpret_cast<const uint2 *>(a.suh + k);
+					const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
+					const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
+					const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
+					const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
+					v[0] = __low2float(x01) * __low2float(s01);
+					v[1] = __high2float(x01) * __high2float(s01);
+					v[2] = __low2float(x23) * __low2float(s23);
+					v[3] = __high2float(x23) * __high2float(s23);
+					had128_warp(v, lane);
+				}
+				__half2 h01 = __floats2half2_rn(v[0] * HAD_SCALE, v[1] * HAD_SCALE);
+				__half2 h23 = __floats2half2_rn(v[2] * HAD_SCALE, v[3] * HAD_SCALE);
+				uint2 st;
+				st.x = *reinterpret_cast<uint32_t *>(&h01);
+				st.y = *reinterpret_cast<uint32_t *>(&h23);
+				*reinterpret_cast<uint2 *>(&us[buf][r][4 * lane]) = st;
+			}
+		}
+		__syncthreads();
+
+#pragma unroll
+		for (int i = 0; i < 8; i += 2) {
+			__half2 h[R][2];
+#pragma unroll
+			for (int r = 0; r < R; r++)
+				h[r][0] = h[r][1] = __float2half2_rn(0.f);
+#pragma unroll
+			for (int ii = 0; ii < 2; ii++) {
+				/* Move the window so its first bit is bit 95. */
+				const uint32_t w2 = __funnelshift_l(t1[i + ii], t0[i + ii], o);
+				const uint32_t w1 = __funnelshift_l(t2[i + ii], t1[i + ii], o);
+				const uint32_t w0 = t2[i + ii] << o;
+				/* State j ends at window bit 15 + j·B: SH = 80 − j·B. */
+				const __half2 w01 = decode2<CB>(state_at<80 - 0 * B>(w0, w1, w2),
+				                                state_at<80 - 1 * B>(w0, w1, w2));
+				const __half2 w23 = decode2<CB>(state_at<80 - 2 * B>(w0, w1, w2),
+				                                state_at<80 - 3 * B>(w0, w1, w2));
+				const __half2 w45 = decode2<CB>(state_at<80 - 4 * B>(w0, w1, w2),
+				                                state_at<80 - 5 * B>(w0, w1, w2));
+				const __half2 w67 = decode2<CB>(state_at<80 - 6 * B>(w0, w1, w2),
+				                                state_at<80 - 7 * B>(w0, w1, w2));
+				const int kk = (i + ii) * 16 + 2 * q;
+#pragma unroll
+				for (int r = 0; r < R; r++) {
+					const __half2 u0 = *reinterpret_cast<const __half2 *>(&us[buf][r][kk]);
+					const __half2 u1 = *reinterpret_cast<const __half2 *>(&us[buf][r][kk + 8]);
+					h[r][0] = __hfma2(w01, u0, h[r][0]);
+					h[r][0] = __hfma2(w23, u1, h[r][0]);
+					h[r][1] = __hfma2(w45, u0, h[r][1]);
+					h[r][1] = __hfma2(w67, u1, h[r][1]);
+				}
+			}
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				const float2 f0 = __half22float2(h[r][0]), f1 = __half22float2(h[r][1]);
+				acc[r][0] += f0.x + f0.y;
+				acc[r][1] += f1.x + f1.y;
+			}
+		}
 	}
-	cp_async_wait<0>();
-	__syncthreads(); /* the stages become part[] below */
-	float (*part)[128] = reinterpret_cast<float (*)[128]>(smem_tiles);
-#else
-	__shared__ float part[R][128];
-	uint32_t t0[8], t1[8], t2[8];
-	load_chunk<B>(col, row_words, kb0, wi, wj, wk, t0, t1, t2);
-	if constexpr (R <= 4) {
-		/* Software pipeline: the next chunk's loads are in flight while
-		 * this one decodes (two register sets, swapped by unrolling). */
-		uint32_t n0[8], n1[8], n2[8];
-		for (int kb = kb0; kb < kb1; kb += 2) {
-			if (kb + 1 < kb1)
-				load_chunk<B>(col, row_words, kb + 1, wi, wj, wk, n0, n1, n2);
-			build_u<R>(a, kb, lane, warp, us);
-			__syncthreads();
-			decode_chunk<B, CB, R>(kb, lane, o, us, t0, t1, t2, acc);
-			if (kb + 1 >= kb1)
-				break;
-			if (kb + 2 < kb1)
-				load_chunk<B>(col, row_words, kb + 2, wi, wj, wk, t0, t1, t2);
-			build_u<R>(a, kb + 1, lane, warp, us);
-			__syncthreads();
-			decode_chunk<B, CB, R>(kb + 1, lane, o, us, n0, n1, n2, acc);
-		}
-	} else {
-		for (int kb = kb0; kb < kb1; kb++) {
-			if (kb > kb0)
-				load_chunk<B>(col, row_words, kb, wi, wj, wk, t0, t1, t2);
-			build_u<R>(a, kb, lane, warp, us);
-			__syncthreads();
-			decode_chunk<B, CB, R>(kb, lane, o, us, t0, t1, t2, acc);
-		}
-	}
-#endif
 
 	/* Sum the four lanes of each column pair; lane q == 0 holds columns
 	 * c0 and c0 + 8 of this warp's tile. */
