@@ -19,6 +19,7 @@
 
 #include "base/f16.h"
 #include "model/exl3.h"
+#include "model/exl3_int.h"
 
 /* Sum two fp16 halves as the device's __hadd does: round to nearest even
  * once. Both halves have exponent field 12..15 after the mask (|h| in
@@ -127,6 +128,18 @@ void tf_exl3_tile_decode(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb
 
 void tf_exl3_tile_decode_f32(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb,
 			     float out[256])
+{
+	if (exl3_avx2_ok()) {
+		float w[256] __attribute__((aligned(32)));
+		exl3_avx2_tile_stream(tile, bits, cb, w);
+		for (unsigned t = 0; t < 256; t++)
+			out[tf_exl3_tile_pos(t)] = w[t];
+		return;
+	}
+	exl3_tile_f32_table(tile, bits, cb, out);
+}
+
+void exl3_tile_f32_table(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb, float out[256])
 {
 	const float *tab = tf_exl3_cb_table(cb);
 	uint16_t ext[16 * 8 + 2];
