@@ -20,6 +20,8 @@
  * the four groups l = 4c0 .. 4c0+3 share one 8-lane sum whose lanes 0-3
  * belong to column c0 and lanes 4-7 to column c0+8, resolved by a
  * horizontal add at the end of the block: eight sums per tile column. */
+#include <cpuid.h>
+#include <pthread.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -28,16 +30,39 @@
 
 static void group_tables(void);
 
+/* CPUID: leaf 1 ECX has FMA (bit 12), OSXSAVE (27), AVX (28), F16C (29);
+ * leaf 7 EBX has AVX2 (bit 5); XCR0 bits 1-2 say the OS saves the YMM
+ * state. (gcc's and clang's __builtin_cpu_supports differ on "f16c".) */
+static int cpu_has_avx2_fma_f16c(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return 0;
+	unsigned need = 1u << 12 | 1u << 27 | 1u << 28 | 1u << 29;
+	if ((c & need) != need)
+		return 0;
+	unsigned lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	if ((lo & 6) != 6)
+		return 0;
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return 0;
+	return (b >> 5) & 1;
+}
+
+static int avx2_ok;
+static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
+
+static void avx2_init(void)
+{
+	group_tables();
+	avx2_ok = cpu_has_avx2_fma_f16c();
+}
+
 int exl3_avx2_ok(void)
 {
-	static int ok = -1; /* a benign race: every thread computes the same */
-	if (ok < 0) {
-		__builtin_cpu_init();
-		group_tables();
-		ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		     __builtin_cpu_supports("f16c");
-	}
-	return ok;
+	pthread_once(&avx2_once, avx2_init);
+	return avx2_ok;
 }
 
 #define TARGET __attribute__((target("avx2,fma,f16c")))
