@@ -134,9 +134,9 @@ static void small(struct tf_config *c)
 	c->engram_max_ngram = 4;
 	c->engram_heads = 4;
 	c->engram_head_dim = 64;
-	c->engram_vocab = 50000;
-	c->engram_rows[0] = 600766; /* the first 12 primes above 49999, then the next 12 */
-	c->engram_rows[1] = 602024;
+	c->engram_vocab = 5000;
+	c->engram_rows[0] = 60560; /* the first 12 primes above 4999, then the next 12 */
+	c->engram_rows[1] = 61852;
 	c->engram_compressed_vocab = 8192;
 	c->dspark_block = 5;
 	c->dspark_noise_token = 8000;
@@ -228,7 +228,7 @@ static tf_status get_list32(const json_t *o, const char *what, const char *key, 
 	uint64_t tmp[TF_CONFIG_MAX_LAYERS];
 	uint32_t m = *n;
 	tf_status st = get_list(o, what, key, tmp, &m, cap);
-	if (st || m == *n && !json_object_get(o, key))
+	if (st || !json_object_get(o, key))
 		return st;
 	for (uint32_t i = 0; i < m; i++) {
 		if (tmp[i] > UINT32_MAX)

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/file.h"
 #include "base/json.h"
+#include "base/thread.h"
 
 #define CONFIG_MAX (16u << 20)
 #define INDEX_MAX (256u << 20)
@@ -89,6 +90,60 @@ static tf_status list_shards(struct tf_pack *p, json_t **weight_map, json_t **in
 	return TF_OK;
 }
 
+struct open_job {
+	struct tf_pack *p;
+	tf_status *st;
+	char (*msg)[512];
+};
+
+static void open_some(void *ctx, size_t b, size_t e, int worker)
+{
+	struct open_job *j = ctx;
+	for (size_t s = b; s < e; s++) {
+		char *path = tf_path_join(j->p->dir, j->p->shard_names[s]);
+		j->st[s] = path ? tf_st_open(&j->p->shards[s], path)
+				: tf_err(TF_ERR_NOMEM, "out of memory");
+		if (j->st[s])
+			snprintf(j->msg[s], sizeof j->msg[s], "%s", tf_errmsg(j->st[s]));
+		free(path);
+	}
+}
+
+/* Read and validate every shard header, several at once: a release pack's
+ * 50 headers hold 178k tensors. The first failure in shard order wins, so
+ * the message does not depend on timing. */
+static tf_status open_shards(struct tf_pack *p, json_t *weight_map)
+{
+	tf_status *sts = tf_calloc(p->nshards, sizeof *sts);
+	char (*msgs)[512] = tf_calloc(p->nshards, sizeof *msgs);
+	struct tf_pool *pool = NULL;
+	tf_status st = sts && msgs ? TF_OK : tf_err(TF_ERR_NOMEM, "out of memory");
+	if (!st && p->nshards > 1)
+		st = tf_pool_new(p->nshards < 8 ? (int)p->nshards : 8, &pool);
+	if (!st) {
+		struct open_job j = {p, sts, msgs};
+		tf_pool_for(pool, p->nshards, 1, open_some, &j);
+	}
+	for (size_t s = 0; !st && s < p->nshards; s++) {
+		if (!sts[s])
+			continue;
+		st = tf_err(sts[s], "%s", msgs[s]);
+		if (st == TF_ERR_NOTFOUND) {
+			const char *k = "?";
+			json_t *v;
+			json_object_foreach(weight_map, k, v)
+				if (!strcmp(json_string_value(v), p->shard_names[s]))
+					break;
+			st = tf_err(TF_ERR_FORMAT, "'%s/%s': shard named by the index (for tensor "
+				    "'%s') does not exist", p->dir, p->shard_names[s], k ? k : "?");
+		}
+	}
+	tf_pool_free(pool);
+	free(sts);
+	free(msgs);
+	return st;
+}
+
 tf_status tf_pack_open(struct tf_pack *p, const char *dir)
 {
 	memset(p, 0, sizeof *p);
@@ -132,25 +187,10 @@ tf_status tf_pack_open(struct tf_pack *p, const char *dir)
 		st = tf_err(TF_ERR_NOMEM, "out of memory");
 		goto out;
 	}
+	if ((st = open_shards(p, weight_map)))
+		goto out;
 	size_t total = 0;
 	for (size_t s = 0; s < p->nshards; s++) {
-		free(path);
-		if (!(path = tf_path_join(dir, p->shard_names[s]))) {
-			st = tf_err(TF_ERR_NOMEM, "out of memory");
-			goto out;
-		}
-		if ((st = tf_st_open(&p->shards[s], path))) {
-			if (st == TF_ERR_NOTFOUND) {
-				const char *k = "?";
-				json_t *v;
-				json_object_foreach(weight_map, k, v)
-					if (!strcmp(json_string_value(v), p->shard_names[s]))
-						break;
-				st = tf_err(TF_ERR_FORMAT, "'%s': shard named by the index (for "
-					    "tensor '%s') does not exist", path, k);
-			}
-			goto out;
-		}
 		total += p->shards[s].n;
 		p->file_bytes += p->shards[s].file_size;
 	}
