@@ -39,6 +39,7 @@ static const struct {
 } dtypes[TF_PREP_DTYPE_COUNT] = {
 	[TF_PREP_F32] = {"f32", 4}, [TF_PREP_BF16] = {"bf16", 2}, [TF_PREP_F16] = {"f16", 2},
 	[TF_PREP_I16] = {"i16", 2}, [TF_PREP_I32] = {"i32", 4},   [TF_PREP_U8] = {"u8", 1},
+	[TF_PREP_I64] = {"i64", 8},
 };
 
 const char *tf_prep_dtype_name(enum tf_prep_dtype d)

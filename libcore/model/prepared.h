@@ -51,6 +51,7 @@ enum tf_prep_dtype {
 	TF_PREP_I16 = 3,
 	TF_PREP_I32 = 4,
 	TF_PREP_U8 = 5,
+	TF_PREP_I64 = 6,
 	TF_PREP_DTYPE_COUNT
 };
 
