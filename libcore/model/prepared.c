@@ -126,13 +126,13 @@ static tf_status parse(struct tf_prep_image *im, const char *what, const uint8_t
 	im->rank = get32(buf + 32);
 	im->world = get32(buf + 36);
 	memcpy(im->key, buf + 40, TF_PREP_KEY_LEN);
+	if (flen != file_len || flen % TF_PREP_ALIGN || flen < align_up(hlen, TF_PREP_ALIGN))
+		return tf_err(TF_ERR_FORMAT, "'%s': file is %llu bytes, header says %llu (truncated?)",
+			      what, (unsigned long long)file_len, (unsigned long long)flen);
 	if (count > TF_PREP_MAX_ENTRIES || hlen < HDR_FIXED + TF_SHA256_LEN || hlen > len ||
 	    hlen > MAX_HEADER || !all_zero(buf + 72, 8))
 		return tf_err(TF_ERR_FORMAT, "'%s': bad header (count %u, header_len %llu)", what, count,
 			      (unsigned long long)hlen);
-	if (flen != file_len || flen % TF_PREP_ALIGN || flen < align_up(hlen, TF_PREP_ALIGN))
-		return tf_err(TF_ERR_FORMAT, "'%s': file is %llu bytes, header says %llu (truncated?)",
-			      what, (unsigned long long)file_len, (unsigned long long)flen);
 	uint8_t dig[TF_SHA256_LEN];
 	tf_status st = tf_sha256(buf, hlen - TF_SHA256_LEN, dig);
 	if (st)
