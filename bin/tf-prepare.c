@@ -116,6 +116,7 @@ struct run {
 	const struct tf_plan *plan;
 	uint8_t key[TF_PREP_KEY_LEN];
 	struct job *jobs;
+	enum tf_prepare_sync sync;
 	struct tf_progress prog;
 	pthread_mutex_t mu;
 };
@@ -135,8 +136,8 @@ static void write_jobs(void *ctx, size_t begin, size_t end, int worker)
 		struct job *j = &r->jobs[i];
 		if (j->state == TF_PREPARE_OK)
 			continue;
-		j->st = tf_prepare_write(r->c, r->pack, r->plan, j->layer, r->key, j->path, on_progress, r,
-					 &j->read);
+		j->st = tf_prepare_write(r->c, r->pack, r->plan, j->layer, r->key, j->path, r->sync,
+					 on_progress, r, &j->read);
 		if (j->st)
 			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(j->st));
 	}
@@ -173,6 +174,8 @@ static int prepare(const char *pack_dir)
 		tf_die(71, "out of memory");
 	bool stream = !strcmp(o.out, "-");
 	char *dir = NULL, *tmp = NULL;
+	/* images of a stream are temporary; a folder gets one folder fsync */
+	r.sync = stream ? TF_PREPARE_NO_SYNC : TF_PREPARE_SYNC_FILE;
 	if (stream) {
 		const char *t = getenv("TMPDIR");
 		if (asprintf(&tmp, "%s/tf-prepare.XXXXXX", t && *t ? t : "/tmp") < 0 || !mkdtemp(tmp))
@@ -254,6 +257,10 @@ static int prepare(const char *pack_dir)
 			tf_die_status(st, "cannot start threads");
 		tf_pool_for(pool, njobs, 1, write_jobs, &r);
 		tf_pool_free(pool);
+		/* one folder fsync for every rename above (the images themselves
+		 * were fsynced before their rename) */
+		if (njobs && (st = tf_file_sync_dir(r.jobs[0].path)))
+			tf_die_status(st, "cannot sync '%s'", dir);
 		for (uint32_t i = 0; i < njobs; i++) {
 			struct job *j = &r.jobs[i];
 			if (j->state == TF_PREPARE_OK)

@@ -431,7 +431,7 @@ static tf_status write_native(struct wctx *x, const struct item *m)
 tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack,
 			   const struct tf_plan *plan, uint32_t layer,
 			   const uint8_t key[TF_PREP_KEY_LEN], const char *path,
-			   void (*progress)(void *ctx, uint64_t n), void *ctx, uint64_t *read_bytes)
+			   enum tf_prepare_sync sync, void (*progress)(void *ctx, uint64_t n), void *ctx, uint64_t *read_bytes)
 {
 	struct items it = {0};
 	struct tf_prep_writer w;
@@ -440,6 +440,8 @@ tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack
 	tf_status st = tf_prep_writer_init(&w, path, key, plan->rank, plan->world);
 	if (st)
 		goto out;
+	w.defer_dir_sync = sync == TF_PREPARE_SYNC_FILE;
+	w.no_sync = sync == TF_PREPARE_NO_SYNC;
 	if ((st = items_build(c, plan, layer, &it)) || (st = declare_items(plan, &it, &w, &bytes)) ||
 	    (st = tf_prep_writer_begin(&w)))
 		goto out;

@@ -20,6 +20,7 @@
  * naming the file (and the entry) instead of wrong weights. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -462,6 +463,11 @@ tf_status tf_prep_writer_put(struct tf_prep_writer *w, const char *name, const v
 	if (st)
 		return tf_err_wrap(st, "'%s': ", w->tmp);
 	w->done[i] += len;
+	/* Start writeback every 8 MiB so the final fsync has little left. */
+	if ((w->unflushed += len) >= (8u << 20) && !w->no_sync) {
+		sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		w->unflushed = 0;
+	}
 	return tf_digest_update(&w->dig[i], data, len);
 }
 
@@ -517,6 +523,19 @@ tf_status tf_prep_writer_commit(struct tf_prep_writer *w)
 		goto out;
 	if (ftruncate(w->fd, (off_t)w->file_len)) {
 		st = tf_err_errno(TF_ERR_IO, "cannot size '%s'", w->tmp);
+		goto out;
+	}
+	if (w->defer_dir_sync || w->no_sync) {
+		int fd = w->fd;
+		w->fd = -1;
+		if (!w->no_sync && fsync(fd))
+			st = tf_err_errno(TF_ERR_IO, "cannot sync '%s'", w->tmp);
+		if (close(fd) && !st)
+			st = tf_err_errno(TF_ERR_IO, "cannot close '%s'", w->tmp);
+		if (!st && rename(w->tmp, w->path))
+			st = tf_err_errno(TF_ERR_IO, "cannot rename '%s' to '%s'", w->tmp, w->path);
+		if (st)
+			unlink(w->tmp);
 		goto out;
 	}
 	struct tf_atomic_file f = {.fd = w->fd, .path = w->path, .tmp = w->tmp};

@@ -128,7 +128,10 @@ struct tf_prep_writer {
 	struct tf_digest *dig;   /* per entry, live between begin and commit */
 	struct tf_hmap by_name;
 	uint64_t header_len, file_len;
+	uint64_t unflushed;      /* bytes written since writeback was last started */
 	bool begun;
+	bool defer_dir_sync;     /* commit skips the folder fsync; the caller does it once */
+	bool no_sync;            /* no fsync at all (temporary images, e.g. for a tar stream) */
 };
 
 tf_status tf_prep_writer_init(struct tf_prep_writer *w, const char *path,
@@ -142,7 +145,9 @@ tf_status tf_prep_writer_begin(struct tf_prep_writer *w);
 tf_status tf_prep_writer_put(struct tf_prep_writer *w, const char *name, const void *data,
 			     size_t len);
 /* Every entry must be complete. Writes the header, fsyncs, renames into
- * place, fsyncs the folder. Releases w in every case. */
+ * place, fsyncs the folder (unless defer_dir_sync was set: then the caller
+ * calls tf_file_sync_dir once after its last commit in that folder).
+ * Releases w in every case. */
 tf_status tf_prep_writer_commit(struct tf_prep_writer *w);
 /* Drop everything, removing the temporary. Safe after commit. */
 void tf_prep_writer_release(struct tf_prep_writer *w);

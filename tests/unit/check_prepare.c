@@ -130,8 +130,9 @@ START_TEST(groups_and_slices)
 			snprintf(name, sizeof name, "L0.r%uw%u.bin", r, world);
 			char *p = tf_path_join(tmpdir, name);
 			uint64_t read = 0;
-			ck_assert_int_eq(tf_prepare_write(&cfg, &pack, &plan[r], 0, key, p, NULL, NULL, &read),
-					 TF_OK);
+			enum tf_prepare_sync sync = r ? TF_PREPARE_SYNC_FILE : TF_PREPARE_SYNC;
+			ck_assert_int_eq(tf_prepare_write(&cfg, &pack, &plan[r], 0, key, p, sync, NULL, NULL,
+							  &read), TF_OK);
 			ck_assert_uint_gt(read, 0);
 			struct tf_prep_expect ex = {key, r, world};
 			ck_assert_int_eq(tf_prep_open(&im[r], p, &ex), TF_OK);
@@ -310,7 +311,7 @@ START_TEST(key_follows_pack)
 	struct tf_plan plan;
 	ck_assert_int_eq(tf_plan_build(&plan, &cfg, &p2, 1, 2), TF_OK);
 	char *ip = tf_path_join(tmpdir, "stack.bin");
-	ck_assert_int_eq(tf_prepare_write(&cfg, &p2, &plan, 0, k3, ip, NULL, NULL, NULL), TF_OK);
+	ck_assert_int_eq(tf_prepare_write(&cfg, &p2, &plan, 0, k3, ip, TF_PREPARE_NO_SYNC, NULL, NULL, NULL), TF_OK);
 	struct tf_prep_image im;
 	ck_assert_int_eq(tf_prep_open(&im, ip, NULL), TF_OK);
 	ck_assert_int_eq(tf_prep_verify(&im), TF_OK);
