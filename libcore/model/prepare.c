@@ -6,6 +6,7 @@
  * tf_pack_read in chunks of at most TF_PREPARE_CHUNK bytes (one covering
  * read for runs of small tiles, one read per run for large ones), so memory
  * stays bounded by two chunk buffers whatever the pack's size. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,6 +429,34 @@ static tf_status write_native(struct wctx *x, const struct item *m)
 	return TF_OK;
 }
 
+/* Ask the kernel to start reading every pack tensor the image needs, so
+ * that a cold pack streams while the image is converted and hashed. */
+static void hint(const struct tf_pack *pack, const struct tf_pack_tensor *t)
+{
+	const struct tf_st_file *f = tf_pack_shard(pack, t);
+	if (f->fd >= 0)
+		posix_fadvise(f->fd, (off_t)tf_st_file_offset(f, t->t), (off_t)(t->t->end - t->t->begin),
+			      POSIX_FADV_WILLNEED);
+}
+
+static void prefetch(const struct tf_pack *pack, const struct items *it)
+{
+	for (size_t i = 0; i < it->n; i++) {
+		const struct item *m = &it->v[i];
+		if (m->kind == IT_NATIVE) {
+			hint(pack, m->nat->t);
+			continue;
+		}
+		uint32_t n = m->kind == IT_GROUP ? 1 : m->nex;
+		for (uint32_t e = 0; e < n; e++) {
+			const struct tf_plan_group *g = m->kind == IT_GROUP ? m->g : m->ex[e];
+			hint(pack, g->trellis);
+			hint(pack, g->suh);
+			hint(pack, g->svh);
+		}
+	}
+}
+
 tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack,
 			   const struct tf_plan *plan, uint32_t layer,
 			   const uint8_t key[TF_PREP_KEY_LEN], const char *path,
@@ -445,6 +474,7 @@ tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack
 	if ((st = items_build(c, plan, layer, &it)) || (st = declare_items(plan, &it, &w, &bytes)) ||
 	    (st = tf_prep_writer_begin(&w)))
 		goto out;
+	prefetch(pack, &it);
 	x.buf = malloc(TF_PREPARE_CHUNK);
 	x.gbuf = malloc(TF_PREPARE_CHUNK);
 	if (!x.buf || !x.gbuf) {
