@@ -259,3 +259,61 @@ TARGET void exl3_avx2_blocks(const struct tf_exl3_layer *L, const float *up, siz
 		}
 	}
 }
+
+/* acc[row][0..16) += Σ_r u[row][r] · w[r][0..16) for rows rows (≤ 4),
+ * w row-major 16×16, u rows ustride apart, acc rows 128 apart. */
+TARGET static inline void tile_madd4(float *acc, const float *u, size_t ustride, const float *w,
+				     size_t rows)
+{
+	__m256 a[4][2];
+	for (size_t q = 0; q < rows; q++) {
+		a[q][0] = _mm256_loadu_ps(acc + q * 128);
+		a[q][1] = _mm256_loadu_ps(acc + q * 128 + 8);
+	}
+	for (unsigned r = 0; r < 16; r++) {
+		__m256 w0 = _mm256_load_ps(w + 16 * r), w1 = _mm256_load_ps(w + 16 * r + 8);
+		for (size_t q = 0; q < rows; q++) {
+			__m256 b = _mm256_broadcast_ss(u + q * ustride + r);
+			a[q][0] = _mm256_fmadd_ps(b, w0, a[q][0]);
+			a[q][1] = _mm256_fmadd_ps(b, w1, a[q][1]);
+		}
+	}
+	for (size_t q = 0; q < rows; q++) {
+		_mm256_storeu_ps(acc + q * 128, a[q][0]);
+		_mm256_storeu_ps(acc + q * 128 + 8, a[q][1]);
+	}
+}
+
+TARGET void exl3_avx2_blocks_rows(const struct tf_exl3_layer *L, const float *u, size_t rows,
+				  float *acc, float *y, size_t begin, size_t end)
+{
+	size_t K = L->g.k, N = L->g.n, kt = K / 16, nt = N / 16;
+	size_t tw = tf_exl3_tile_words(L->g.bits);
+	float ws[256] __attribute__((aligned(32))), w[256] __attribute__((aligned(32)));
+
+	for (size_t nb = begin; nb < end; nb++) {
+		memset(acc, 0, sizeof(float) * rows * 128);
+		for (size_t i = 0; i < kt; i++) {
+			const uint16_t *tile = L->trellis + (i * nt + nb * 8) * tw;
+			for (size_t jj = 0; jj < 8; jj++, tile += tw) {
+				/* decode once, to row-major, then every row */
+				exl3_avx2_tile_stream(tile, L->g.bits, L->g.cb, ws);
+				for (unsigned t = 0; t < 256; t++)
+					w[tf_exl3_tile_pos(t)] = ws[t];
+				for (size_t r = 0; r < rows; r += 4)
+					tile_madd4(acc + r * 128 + jj * 16, u + r * K + i * 16, K, w,
+						   rows - r < 4 ? rows - r : 4);
+			}
+		}
+		for (size_t r = 0; r < rows; r++) {
+			float *ar = acc + r * 128, *yr = y + r * N + nb * 128;
+			tf_exl3_had128(ar);
+			for (size_t c = 0; c < 128; c++) {
+				float v = ar[c] * tf_f16_to_f32(L->svh[nb * 128 + c]);
+				if (L->bias)
+					v += tf_f16_to_f32(L->bias[nb * 128 + c]);
+				yr[c] = v;
+			}
+		}
+	}
+}

@@ -64,6 +64,11 @@ static void block_run(void *ctx, size_t begin, size_t end, int worker)
 		exl3_avx2_blocks(L, J->u, rows, J->acc + (size_t)worker * rows * 640, J->y, begin, end);
 		return;
 	}
+	if (!J->c_only && exl3_avx2_ok()) {
+		exl3_avx2_blocks_rows(L, J->u, rows, J->acc + (size_t)worker * rows * 128, J->y, begin,
+				      end);
+		return;
+	}
 	float *acc = J->acc + (size_t)worker * rows * 128;
 
 	for (size_t nb = begin; nb < end; nb++) {

@@ -21,6 +21,12 @@ void exl3_avx2_tile_stream(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb 
 void exl3_avx2_blocks(const struct tf_exl3_layer *L, const float *up, size_t rows, float *acc,
 		      float *y, size_t begin, size_t end);
 
+/* The many-row GEMM body (rows > EXL3_AVX2_MAX_ROWS): each tile decoded
+ * once to row-major floats, then applied to four rows at a time. u: [rows][K]
+ * f32 (the transformed input); acc: rows·128 floats of scratch. */
+void exl3_avx2_blocks_rows(const struct tf_exl3_layer *L, const float *u, size_t rows, float *acc,
+			   float *y, size_t begin, size_t end);
+
 /* tf_exl3_tile_decode_f32 in portable C (table lookups). */
 void exl3_tile_f32_table(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb, float out[256]);
 

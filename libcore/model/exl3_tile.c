@@ -10,6 +10,11 @@
  *   (exl3_dq.cuh dq(): start bit t·b + b − 16, wrapping): tail-biting.
  * - §3 stream position → (row, column): tensor_core_perm in
  *   exl3_lib/quantize.py (the mma m16n8k16 B fragment); tf_exl3_tile_pos.
+ *   Re-read for this file at turboderp-org/exllamav3 commit 07b8a2e0
+ *   (modules/quant/exl3_lib/quantize.py): for lane t in 0..31, r0 =
+ *   (t % 4)·2, c0 = t / 4, and entries 8t..8t+7 are (r0,c0) (r0+1,c0)
+ *   (r0+8,c0) (r0+9,c0) (r0,c0+8) (r0+1,c0+8) (r0+8,c0+8) (r0+9,c0+8); the
+ *   same file gives codebook_scale 1.24371088 and the MCG/MUL1 multipliers.
  * - §4 codebooks: exllamav3_ext/quant/codebook.cuh decode_3inst<cb>.
  *
  * The table form (65536 floats per codebook, 256 KiB, built once) is what
