@@ -65,7 +65,9 @@ static const struct tf_cli cli = {
 
 struct job {
 	uint32_t layer;           /* block or TF_PREP_TOP */
-	char name[16];
+	const struct tf_plan_native *engram; /* an Engram shard of this block, or NULL */
+	struct tf_engram_expect expect;      /* what that shard holds */
+	char name[64];
 	char *path;
 	enum tf_prepare_state state;
 	char msg[512];            /* why damaged, or why the write failed */
@@ -116,6 +118,7 @@ struct run {
 	const struct tf_plan *plan;
 	uint8_t key[TF_PREP_KEY_LEN];
 	struct job *jobs;
+	uint32_t njobs;
 	enum tf_prepare_sync sync;
 	struct tf_progress prog;
 	pthread_mutex_t mu;
@@ -136,8 +139,12 @@ static void write_jobs(void *ctx, size_t begin, size_t end, int worker)
 		struct job *j = &r->jobs[i];
 		if (j->state == TF_PREPARE_OK)
 			continue;
-		j->st = tf_prepare_write(r->c, r->pack, r->plan, j->layer, r->key, j->path, r->sync,
-					 on_progress, r, &j->read);
+		if (j->engram)
+			j->st = tf_prepare_engram_write(r->c, r->pack, r->plan, j->engram, j->path, r->sync,
+							on_progress, r, &j->read);
+		else
+			j->st = tf_prepare_write(r->c, r->pack, r->plan, j->layer, r->key, j->path, r->sync,
+						 on_progress, r, &j->read);
 		if (j->st)
 			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(j->st));
 	}
@@ -147,6 +154,59 @@ static long peak_rss_kib(void)
 {
 	struct rusage ru;
 	return getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_maxrss;
+}
+
+/* Add the image of layer (or its Engram shard, when table is set) to the
+ * run: its path, its state on disk, its size (printed by --dry-run). */
+static void add_job(struct run *r, const char *dir, uint32_t layer,
+		    const struct tf_plan_native *table, bool stream, uint64_t *total)
+{
+	struct job *j = &r->jobs[r->njobs++];
+	uint64_t bytes = 0;
+	tf_status st;
+	j->layer = layer;
+	j->engram = table;
+	if (table) {
+		int ei = tf_config_engram_index(r->c, table->spec.layer);
+		j->expect.layer = table->spec.layer;
+		if ((st = tf_prepare_engram_range(r->c, (uint32_t)ei, (uint32_t)o.rank, (uint32_t)o.world,
+						  &j->expect.lo, &j->expect.hi, &j->expect.total)))
+			tf_die_status(st, "Engram table '%s'", table->spec.name);
+		tf_prepare_engram_name(table->spec.layer, (uint32_t)o.rank, (uint32_t)o.world, j->name,
+				       sizeof j->name);
+		bytes = (j->expect.hi - j->expect.lo) * TF_ENGRAM_ROW_BYTES;
+	} else {
+		tf_prep_file_name(layer, j->name, sizeof j->name);
+	}
+	if (!(j->path = tf_path_join(dir, j->name)))
+		tf_die(71, "out of memory");
+	if (stream) {
+		j->state = TF_PREPARE_MISSING;
+	} else if (table) {
+		st = tf_prepare_engram_check(j->path, &j->expect, o.verify, NULL);
+		j->state = st == TF_ERR_NOTFOUND ? TF_PREPARE_MISSING : st ? TF_PREPARE_DAMAGED : TF_PREPARE_OK;
+		if (st)
+			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(st));
+	} else {
+		j->state = tf_prepare_check(j->path, r->key, (uint32_t)o.rank, (uint32_t)o.world, o.verify,
+					    j->msg, sizeof j->msg);
+	}
+	if (j->state == TF_PREPARE_DAMAGED)
+		tf_warn("%s; %s", j->msg, o.dry_run ? "would rebuild it" : "rebuilding it");
+	if (!table) {
+		struct tf_prep_writer w;
+		if ((st = tf_prep_writer_init(&w, j->path, r->key, (uint32_t)o.rank, (uint32_t)o.world)) ||
+		    (st = tf_prepare_declare(r->c, r->plan, layer, &w, &bytes)))
+			tf_die_status(st, "'%s'", j->path);
+		tf_prep_writer_release(&w);
+	}
+	if (o.dry_run)
+		printf("%s\t%s\t%llu\n", j->path,
+		       j->state == TF_PREPARE_OK ? "present" :
+		       j->state == TF_PREPARE_MISSING ? "write" : "rebuild",
+		       (unsigned long long)bytes);
+	if (j->state != TF_PREPARE_OK)
+		*total += bytes;
 }
 
 /* Write (or stream) the selected images of one rank. */
@@ -169,7 +229,7 @@ static int prepare(const char *pack_dir)
 	uint32_t nblocks = tf_config_all_layers(&c), njobs = 0;
 	bool sel[TF_CONFIG_MAX_LAYERS] = {false}, top = false;
 	parse_layers(o.layers, nblocks, sel, &top);
-	r.jobs = calloc(nblocks + 1, sizeof(*r.jobs));
+	r.jobs = calloc(2 * nblocks + 1, sizeof(*r.jobs));
 	if (!r.jobs)
 		tf_die(71, "out of memory");
 	bool stream = !strcmp(o.out, "-");
@@ -192,30 +252,12 @@ static int prepare(const char *pack_dir)
 		uint32_t layer = l == nblocks ? TF_PREP_TOP : l;
 		if (l == nblocks ? !top : !sel[l])
 			continue;
-		struct job *j = &r.jobs[njobs++];
-		j->layer = layer;
-		tf_prep_file_name(layer, j->name, sizeof j->name);
-		if (!(j->path = tf_path_join(dir, j->name)))
-			tf_die(71, "out of memory");
-		j->state = stream ? TF_PREPARE_MISSING :
-				    tf_prepare_check(j->path, r.key, (uint32_t)o.rank, (uint32_t)o.world,
-						     o.verify, j->msg, sizeof j->msg);
-		if (j->state == TF_PREPARE_DAMAGED)
-			tf_warn("%s; %s", j->msg, o.dry_run ? "would rebuild it" : "rebuilding it");
-		struct tf_prep_writer w;
-		uint64_t bytes = 0;
-		if ((st = tf_prep_writer_init(&w, j->path, r.key, (uint32_t)o.rank, (uint32_t)o.world)) ||
-		    (st = tf_prepare_declare(&c, &plan, layer, &w, &bytes)))
-			tf_die_status(st, "'%s'", j->path);
-		tf_prep_writer_release(&w);
-		if (o.dry_run)
-			printf("%s\t%s\t%llu\n", j->path,
-			       j->state == TF_PREPARE_OK ? "present" :
-			       j->state == TF_PREPARE_MISSING ? "write" : "rebuild",
-			       (unsigned long long)bytes);
-		if (j->state != TF_PREPARE_OK)
-			total += bytes;
+		add_job(&r, dir, layer, NULL, stream, &total);
+		for (size_t i = 0; i < plan.nnatives; i++)
+			if (plan.natives[i].spec.slice == TF_SLICE_ENGRAM && plan.natives[i].spec.layer == l)
+				add_job(&r, dir, layer, &plan.natives[i], stream, &total);
 	}
+	njobs = r.njobs;
 	if (o.dry_run)
 		goto done;
 
@@ -401,8 +443,12 @@ static int list(const char *pack_dir)
 				char *fp = tf_path_join(rd, fl[f]), msg[512];
 				struct tf_prep_image im;
 				struct tf_prep_expect ex = {NULL, rank, world};
-				st = tf_prep_open(&im, fp, &ex);
-				if (!st) {
+				struct stat sb;
+				if (!strncmp(fl[f], "engram-", 7)) {
+					st = tf_prepare_engram_check(fp, NULL, o.verify, NULL);
+					if (!st && !stat(fp, &sb))
+						bytes += (uint64_t)sb.st_size;
+				} else if (!(st = tf_prep_open(&im, fp, &ex))) {
 					char hex[2 * TF_PREP_KEY_LEN + 1];
 					tf_hex(im.key, TF_PREP_KEY_HEX / 2, hex);
 					if (strcmp(hex, keys[i]))

@@ -185,8 +185,9 @@ char *tf_prep_rank_dir(const char *dir, const uint8_t key[TF_PREP_KEY_LEN], uint
 void tf_prep_file_name(uint32_t layer, char *buf, size_t n);
 
 /* Check that path (relative, inside a prepared folder) has the form
- * "<32 hex>/rank<r>of<w>/<L<i>|top>.bin": no "..", no absolute paths, no
- * other files. Fills rank and world. For tar import. */
+ * "<32 hex>/rank<r>of<w>/<L<i>|top>.bin" or an Engram shard
+ * ".../rank<r>of<w>/engram-l<i>-r<r>of<w>.bin": no "..", no absolute
+ * paths, no other files. Fills rank and world. For tar import. */
 tf_status tf_prep_check_relpath(const char *rel, uint32_t *rank, uint32_t *world);
 
 /* ---- tar streams (prepared_tar.c) ---- */

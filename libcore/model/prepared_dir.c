@@ -183,10 +183,23 @@ tf_status tf_prep_check_relpath(const char *rel, uint32_t *rank, uint32_t *world
 		goto bad;
 	if (!strcmp(p, "top.bin"))
 		return TF_OK;
+	if (!strncmp(p, "engram-l", 8)) { /* engram-l<L>-r<r>of<w>.bin, the same r and w */
+		uint32_t r2, w2;
+		p += 8;
+		if (!take_uint(&p, 1u << 20, &layer) || strncmp(p, "-r", 2))
+			goto bad;
+		p += 2;
+		if (!take_uint(&p, 1024, &r2) || strncmp(p, "of", 2))
+			goto bad;
+		p += 2;
+		if (!take_uint(&p, 1024, &w2) || strcmp(p, ".bin") || r2 != *rank || w2 != *world)
+			goto bad;
+		return TF_OK;
+	}
 	if (*p++ != 'L' || !take_uint(&p, 1u << 20, &layer) || strcmp(p, ".bin"))
 		goto bad;
 	return TF_OK;
 bad:
-	return tf_err(TF_ERR_FORMAT, "'%s': not a prepared image path (<key>/rank<r>of<w>/<L<i>|top>.bin)",
-		      rel);
+	return tf_err(TF_ERR_FORMAT, "'%s': not a prepared image path (<key>/rank<r>of<w>/"
+		      "<L<i>|top|engram-l<i>-r<r>of<w>>.bin)", rel);
 }

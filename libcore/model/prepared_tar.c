@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "model/prepare.h"
 #include "model/prepared.h"
 
 #define CHUNK (1u << 20)
@@ -129,6 +130,15 @@ static tf_status unpack_member(struct archive *a, const char *rel, const char *p
 /* Open and fully verify an imported image against its path. */
 static tf_status check_member(const char *rel, const char *path, uint32_t rank, uint32_t world)
 {
+	const char *base = strrchr(rel, '/') + 1;
+	if (!strncmp(base, "engram-", 7)) { /* an Engram shard: its own header and digest */
+		unsigned long layer = strtoul(base + 8, NULL, 10);
+		uint64_t held;
+		tf_status st = tf_prepare_engram_check(path, NULL, true, &held);
+		if (!st && held != layer)
+			st = tf_err(TF_ERR_MISMATCH, "'%s': holds layer %llu", rel, (unsigned long long)held);
+		return st;
+	}
 	struct tf_prep_image im;
 	struct tf_prep_expect ex = {.rank = rank, .world = world};
 	tf_status st = tf_prep_open(&im, path, &ex);

@@ -10,19 +10,19 @@ run tf-prepare tiny -o prepared --rank 0 --world 2
 expect_rc 0
 dir=$(cat out)
 [[ $dir =~ ^prepared/[0-9a-f]{32}/rank0of2$ ]] || fail "rank folder '$dir'"
-[ "$(ls "$dir" | wc -l)" -eq 10 ] || fail "expected 9 blocks and top.bin in $dir"
-[ -f "$dir/top.bin" ] && [ -f "$dir/L8.bin" ] || fail "missing images"
+[ "$(ls "$dir" | wc -l)" -eq 12 ] || fail "expected 9 blocks, top.bin and 2 Engram shards in $dir"
+[ -f "$dir/top.bin" ] && [ -f "$dir/L8.bin" ] && [ -f "$dir/engram-l5-r0of2.bin" ] || fail "missing images"
 run tf-prepare --list -o prepared tiny
 expect_rc 0
-expect_out "rank 0 of 2	10 files	[0-9]+ bytes	ok	matches"
+expect_out "rank 0 of 2	12 files	[0-9]+ bytes	ok	matches"
 
 # present images are kept
 run tf-prepare tiny -o prepared -r 0 -w 2 -v
 expect_rc 0
-expect_err "0 written, 10 present"
+expect_err "0 written, 12 present"
 run tf-prepare tiny -o prepared -r 0 -w 2 -n
 expect_rc 0
-[ "$(grep -c '	present	' out)" -eq 10 ] || fail "dry run should find 10 present"
+[ "$(grep -c '	present	' out)" -eq 12 ] || fail "dry run should find 12 present"
 
 # a flipped payload byte: found by --verify (file and entry named), rebuilt
 cp "$dir/L3.bin" L3.orig
@@ -46,7 +46,7 @@ run tf-prepare tiny -o prepared -r 0 -w 2 -v
 expect_rc 0
 expect_err "L1.bin': .*truncated"
 expect_err "L2.bin': holds rank 1 of 2, expected rank 0 of 2"
-expect_err "2 written, 8 present"
+expect_err "2 written, 10 present"
 cmp -s L2.orig "$dir/L2.bin" || fail "L2.bin not rebuilt"
 
 # --layers

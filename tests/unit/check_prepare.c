@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/f16.h"
 #include "base/file.h"
@@ -335,6 +336,80 @@ START_TEST(key_follows_pack)
 }
 END_TEST
 
+START_TEST(engram_layout)
+{
+	/* the release's check values (dsv41-model-facts.md §5) */
+	struct tf_config rel;
+	uint64_t lo, hi, total;
+	ck_assert_int_eq(tf_config_preset(&rel, "release"), TF_OK);
+	ck_assert_uint_eq(tf_config_hash_cols(&rel), 24);
+	ck_assert_int_eq(tf_prepare_engram_range(&rel, 0, 0, 24, &lo, &hi, &total), TF_OK);
+	ck_assert_uint_eq(lo, 0);
+	ck_assert_uint_eq(hi, 16000057); /* p[0][0] */
+	ck_assert_uint_eq(total, rel.engram_rows[0]);
+	ck_assert_int_eq(tf_prepare_engram_range(&rel, 0, 23, 24, &lo, &hi, &total), TF_OK);
+	ck_assert_uint_eq(lo, 368005705); /* offset[0][23] */
+	ck_assert_int_eq(tf_prepare_engram_range(&rel, 1, 23, 24, &lo, &hi, &total), TF_OK);
+	ck_assert_uint_eq(hi - lo, 16000889); /* p[1][23] */
+	ck_assert_uint_eq(hi, total);
+	ck_assert_int_eq(tf_prepare_engram_range(&rel, 0, 0, 5, &lo, &hi, &total), TF_ERR_CONFIG);
+	rel.engram_rows[1]++;
+	ck_assert_int_eq(tf_prepare_engram_range(&rel, 1, 0, 2, &lo, &hi, &total), TF_ERR_CONFIG);
+
+	/* a tiny pack's shards: the rows of the rank's columns, checked */
+	for (uint32_t world = 1; world <= 2; world++)
+		for (uint32_t r = 0; r < world; r++) {
+			struct tf_plan plan;
+			ck_assert_int_eq(tf_plan_build(&plan, &cfg, &pack, r, world), TF_OK);
+			size_t shards = 0;
+			for (size_t i = 0; i < plan.nnatives; i++) {
+				const struct tf_plan_native *n = &plan.natives[i];
+				if (n->spec.slice != TF_SLICE_ENGRAM)
+					continue;
+				char name[64];
+				tf_prepare_engram_name(n->spec.layer, r, world, name, sizeof name);
+				char *p = tf_path_join(tmpdir, name);
+				uint64_t read;
+				ck_assert_int_eq(tf_prepare_engram_write(&cfg, &pack, &plan, n, p, TF_PREPARE_SYNC,
+									 NULL, NULL, &read), TF_OK);
+				int ei = tf_config_engram_index(&cfg, n->spec.layer);
+				struct tf_engram_expect ex = {n->spec.layer, 0, 0, 0};
+				ck_assert_int_eq(tf_prepare_engram_range(&cfg, (uint32_t)ei, r, world, &ex.lo, &ex.hi,
+									 &ex.total), TF_OK);
+				ck_assert_uint_eq(read, (ex.hi - ex.lo) * TF_ENGRAM_ROW_BYTES);
+				uint64_t layer;
+				ck_assert_int_eq(tf_prepare_engram_check(p, &ex, true, &layer), TF_OK);
+				ck_assert_uint_eq(layer, n->spec.layer);
+				/* its rows are the pack's rows lo..hi-1 */
+				uint8_t *all = read_all(n->t), *got = malloc(read);
+				FILE *f = fopen(p, "rb");
+				ck_assert_int_eq(fseek(f, TF_ENGRAM_SHARD_HEADER, SEEK_SET), 0);
+				ck_assert_uint_eq(fread(got, 1, read, f), read);
+				fclose(f);
+				ck_assert(!memcmp(got, all + ex.lo * TF_ENGRAM_ROW_BYTES, read));
+				/* another rank's expectation, a flipped row byte, a cut file */
+				struct tf_engram_expect other = ex;
+				other.lo++;
+				ck_assert_int_eq(tf_prepare_engram_check(p, &other, false, NULL), TF_ERR_MISMATCH);
+				f = fopen(p, "r+b");
+				fseek(f, TF_ENGRAM_SHARD_HEADER + 100, SEEK_SET);
+				fputc(got[100] ^ 1, f);
+				fclose(f);
+				ck_assert_int_eq(tf_prepare_engram_check(p, &ex, false, NULL), TF_OK);
+				ck_assert_int_eq(tf_prepare_engram_check(p, &ex, true, NULL), TF_ERR_FORMAT);
+				ck_assert_int_eq(truncate(p, 5000), 0);
+				ck_assert_int_eq(tf_prepare_engram_check(p, &ex, false, NULL), TF_ERR_FORMAT);
+				free(all);
+				free(got);
+				free(p);
+				shards++;
+			}
+			ck_assert_uint_eq(shards, cfg.n_engram);
+			tf_plan_release(&plan);
+		}
+}
+END_TEST
+
 Suite *suite_prepare(void)
 {
 	Suite *s = suite_create("prepare");
@@ -343,6 +418,7 @@ Suite *suite_prepare(void)
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, groups_and_slices);
 	tcase_add_test(t, key_follows_pack);
+	tcase_add_test(t, engram_layout);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -227,6 +227,12 @@ START_TEST(keys_and_paths)
 		ck_assert_msg(tf_prep_check_relpath(bad[i], &r, &w) == TF_ERR_FORMAT, "%s", bad[i]);
 	ck_assert_int_eq(tf_prep_check_relpath("0123456789abcdef0123456789abcdef/rank3of4/L7.bin", &r, &w),
 			 TF_OK);
+	ck_assert_int_eq(tf_prep_check_relpath("0123456789abcdef0123456789abcdef/rank1of2/engram-l14-r1of2.bin",
+					       &r, &w), TF_OK);
+	ck_assert_int_eq(tf_prep_check_relpath("0123456789abcdef0123456789abcdef/rank1of2/engram-l14-r0of2.bin",
+					       &r, &w), TF_ERR_FORMAT);
+	ck_assert_int_eq(tf_prep_check_relpath("0123456789abcdef0123456789abcdef/rank1of2/engram-l14.bin",
+					       &r, &w), TF_ERR_FORMAT);
 }
 END_TEST
 
