@@ -119,7 +119,7 @@ struct run {
 	uint8_t key[TF_PREP_KEY_LEN];
 	struct job *jobs;
 	uint32_t njobs;
-	enum tf_prepare_sync sync;
+	enum tf_prep_commit commit;
 	struct tf_progress prog;
 	pthread_mutex_t mu;
 };
@@ -140,10 +140,10 @@ static void write_jobs(void *ctx, size_t begin, size_t end, int worker)
 		if (j->state == TF_PREPARE_OK)
 			continue;
 		if (j->engram)
-			j->st = tf_prepare_engram_write(r->c, r->pack, r->plan, j->engram, j->path, r->sync,
+			j->st = tf_prepare_engram_write(r->c, r->pack, r->plan, j->engram, j->path, r->commit,
 							on_progress, r, &j->read);
 		else
-			j->st = tf_prepare_write(r->c, r->pack, r->plan, j->layer, r->key, j->path, r->sync,
+			j->st = tf_prepare_write(r->c, r->pack, r->plan, j->layer, r->key, j->path, r->commit,
 						 on_progress, r, &j->read);
 		if (j->st)
 			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(j->st));
@@ -209,6 +209,54 @@ static void add_job(struct run *r, const char *dir, uint32_t layer,
 		*total += bytes;
 }
 
+static void sync_staged(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct run *r = ctx;
+	for (size_t i = begin; i < end; i++) {
+		struct job *j = &r->jobs[i];
+		if (j->state == TF_PREPARE_OK || j->st)
+			continue;
+		char *t = tf_prep_staged_path(j->path);
+		int fd = t ? open(t, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd < 0 || fsync(fd)) {
+			j->st = tf_err_errno(TF_ERR_IO, "cannot sync '%s'", t ? t : j->path);
+			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(j->st));
+			if (t)
+				unlink(t);
+		}
+		if (fd >= 0)
+			close(fd);
+		free(t);
+	}
+}
+
+/* Make the staged images durable, all at once (fsyncs from several threads
+ * share the file system's journal commits), rename each into place, then
+ * fsync the folder once: the data is on disk before any name points at it,
+ * as with a per-file fsync and rename, without waiting for one flush per
+ * file in turn. */
+static void publish(struct run *r, const char *dir)
+{
+	struct tf_pool *pool = NULL;
+	int n = r->njobs < 16 ? (int)r->njobs : 16;
+	tf_status st;
+	if (n > 1 && (st = tf_pool_new(n, &pool)))
+		tf_die_status(st, "cannot start threads");
+	tf_pool_for(pool, r->njobs, 1, sync_staged, r);
+	tf_pool_free(pool);
+	for (uint32_t i = 0; i < r->njobs; i++) {
+		struct job *j = &r->jobs[i];
+		if (j->state == TF_PREPARE_OK || j->st)
+			continue;
+		if ((st = tf_prep_publish(j->path))) {
+			j->st = st;
+			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(st));
+		}
+	}
+	if (r->njobs && (st = tf_file_sync_dir(r->jobs[0].path)))
+		tf_die_status(st, "cannot sync '%s'", dir);
+}
+
 /* Write (or stream) the selected images of one rank. */
 static int prepare(const char *pack_dir)
 {
@@ -234,8 +282,9 @@ static int prepare(const char *pack_dir)
 		tf_die(71, "out of memory");
 	bool stream = !strcmp(o.out, "-");
 	char *dir = NULL, *tmp = NULL;
-	/* images of a stream are temporary; a folder gets one folder fsync */
-	r.sync = stream ? TF_PREPARE_NO_SYNC : TF_PREPARE_SYNC_FILE;
+	/* images of a stream are temporary; a folder's are staged, made durable
+	 * together (one syncfs) and then renamed into place */
+	r.commit = stream ? TF_PREP_COMMIT_NOSYNC : TF_PREP_COMMIT_STAGED;
 	if (stream) {
 		const char *t = getenv("TMPDIR");
 		if (asprintf(&tmp, "%s/tf-prepare.XXXXXX", t && *t ? t : "/tmp") < 0 || !mkdtemp(tmp))
@@ -299,10 +348,7 @@ static int prepare(const char *pack_dir)
 			tf_die_status(st, "cannot start threads");
 		tf_pool_for(pool, njobs, 1, write_jobs, &r);
 		tf_pool_free(pool);
-		/* one folder fsync for every rename above (the images themselves
-		 * were fsynced before their rename) */
-		if (njobs && (st = tf_file_sync_dir(r.jobs[0].path)))
-			tf_die_status(st, "cannot sync '%s'", dir);
+		publish(&r, dir);
 		for (uint32_t i = 0; i < njobs; i++) {
 			struct job *j = &r.jobs[i];
 			if (j->state == TF_PREPARE_OK)

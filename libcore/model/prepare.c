@@ -460,7 +460,7 @@ static void prefetch(const struct tf_pack *pack, const struct items *it)
 tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack,
 			   const struct tf_plan *plan, uint32_t layer,
 			   const uint8_t key[TF_PREP_KEY_LEN], const char *path,
-			   enum tf_prepare_sync sync, void (*progress)(void *ctx, uint64_t n), void *ctx, uint64_t *read_bytes)
+			   enum tf_prep_commit commit, void (*progress)(void *ctx, uint64_t n), void *ctx, uint64_t *read_bytes)
 {
 	struct items it = {0};
 	struct tf_prep_writer w;
@@ -469,8 +469,7 @@ tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack
 	tf_status st = tf_prep_writer_init(&w, path, key, plan->rank, plan->world);
 	if (st)
 		goto out;
-	w.defer_dir_sync = sync == TF_PREPARE_SYNC_FILE;
-	w.no_sync = sync == TF_PREPARE_NO_SYNC;
+	w.commit = commit;
 	if ((st = items_build(c, plan, layer, &it)) || (st = declare_items(plan, &it, &w, &bytes)) ||
 	    (st = tf_prep_writer_begin(&w)))
 		goto out;

@@ -46,21 +46,13 @@ tf_status tf_prepare_key(const struct tf_pack *pack, uint32_t rank, uint32_t wor
 tf_status tf_prepare_declare(const struct tf_config *c, const struct tf_plan *plan, uint32_t layer,
 			     struct tf_prep_writer *w, uint64_t *payload_bytes);
 
-/* How tf_prepare_write makes its file durable. */
-enum tf_prepare_sync {
-	TF_PREPARE_SYNC = 0,      /* fsync the file, rename, fsync the folder */
-	TF_PREPARE_SYNC_FILE = 1, /* fsync the file, rename; the caller calls
-				   * tf_file_sync_dir once after its last image */
-	TF_PREPARE_NO_SYNC = 2,   /* rename only: for temporary images */
-};
-
 /* Write the image of layer to path (atomically). *read_bytes gets the pack
  * bytes read. progress(ctx, n) is called as pack bytes are consumed (may be
- * NULL; called from this thread). */
+ * NULL; called from this thread). commit: see enum tf_prep_commit. */
 tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack,
 			   const struct tf_plan *plan, uint32_t layer,
 			   const uint8_t key[TF_PREP_KEY_LEN], const char *path,
-			   enum tf_prepare_sync sync,
+			   enum tf_prep_commit commit,
 			   void (*progress)(void *ctx, uint64_t n), void *ctx, uint64_t *read_bytes);
 
 /* The state of an existing image file. */
@@ -100,7 +92,7 @@ void tf_prepare_engram_name(uint32_t layer, uint32_t rank, uint32_t world, char 
 /* Write rank's shard of the Engram table native (TF_SLICE_ENGRAM) to path. */
 tf_status tf_prepare_engram_write(const struct tf_config *c, const struct tf_pack *pack,
 				  const struct tf_plan *plan, const struct tf_plan_native *table,
-				  const char *path, enum tf_prepare_sync sync,
+				  const char *path, enum tf_prep_commit commit,
 				  void (*progress)(void *ctx, uint64_t n), void *ctx,
 				  uint64_t *read_bytes);
 /* Check a shard file against its header (size, fields) and, with expect

@@ -119,7 +119,7 @@ static uint64_t get64(const uint8_t *p)
 
 tf_status tf_prepare_engram_write(const struct tf_config *c, const struct tf_pack *pack,
 				  const struct tf_plan *plan, const struct tf_plan_native *table,
-				  const char *path, enum tf_prepare_sync sync,
+				  const char *path, enum tf_prep_commit commit,
 				  void (*progress)(void *ctx, uint64_t n), void *ctx,
 				  uint64_t *read_bytes)
 {
@@ -166,15 +166,18 @@ tf_status tf_prepare_engram_write(const struct tf_config *c, const struct tf_pac
 	if ((st = tf_digest_final(&d, hdr + 48)) ||
 	    (st = tf_file_pwrite(f.fd, hdr, sizeof hdr, 0)))
 		goto out;
-	if (sync == TF_PREPARE_SYNC) {
+	if (commit == TF_PREP_COMMIT_SYNC) {
 		st = tf_atomic_commit(&f);
 	} else {
-		if (sync == TF_PREPARE_SYNC_FILE && fsync(f.fd))
+		if (commit == TF_PREP_COMMIT_FILE && fsync(f.fd))
 			st = tf_err_errno(TF_ERR_IO, "cannot sync '%s'", f.tmp);
-		if (!st && rename(f.tmp, f.path))
+		if (!st && close(f.fd))
+			st = tf_err_errno(TF_ERR_IO, "cannot close '%s'", f.tmp);
+		else if (!st)
+			f.fd = -1;
+		if (!st && commit != TF_PREP_COMMIT_STAGED && rename(f.tmp, f.path))
 			st = tf_err_errno(TF_ERR_IO, "cannot rename '%s'", f.tmp);
 		if (!st) {
-			close(f.fd);
 			free(f.path);
 			free(f.tmp);
 		}

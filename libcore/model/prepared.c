@@ -464,7 +464,7 @@ tf_status tf_prep_writer_put(struct tf_prep_writer *w, const char *name, const v
 		return tf_err_wrap(st, "'%s': ", w->tmp);
 	w->done[i] += len;
 	/* Start writeback every 8 MiB so the final fsync has little left. */
-	if ((w->unflushed += len) >= (8u << 20) && !w->no_sync) {
+	if ((w->unflushed += len) >= (8u << 20) && w->commit != TF_PREP_COMMIT_NOSYNC) {
 		sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 		w->unflushed = 0;
 	}
@@ -525,14 +525,14 @@ tf_status tf_prep_writer_commit(struct tf_prep_writer *w)
 		st = tf_err_errno(TF_ERR_IO, "cannot size '%s'", w->tmp);
 		goto out;
 	}
-	if (w->defer_dir_sync || w->no_sync) {
+	if (w->commit != TF_PREP_COMMIT_SYNC) {
 		int fd = w->fd;
 		w->fd = -1;
-		if (!w->no_sync && fsync(fd))
+		if (w->commit == TF_PREP_COMMIT_FILE && fsync(fd))
 			st = tf_err_errno(TF_ERR_IO, "cannot sync '%s'", w->tmp);
 		if (close(fd) && !st)
 			st = tf_err_errno(TF_ERR_IO, "cannot close '%s'", w->tmp);
-		if (!st && rename(w->tmp, w->path))
+		if (!st && w->commit != TF_PREP_COMMIT_STAGED && rename(w->tmp, w->path))
 			st = tf_err_errno(TF_ERR_IO, "cannot rename '%s' to '%s'", w->tmp, w->path);
 		if (st)
 			unlink(w->tmp);
@@ -545,6 +545,24 @@ tf_status tf_prep_writer_commit(struct tf_prep_writer *w)
 out:
 	free(h);
 	tf_prep_writer_release(w);
+	return st;
+}
+
+char *tf_prep_staged_path(const char *path)
+{
+	char *t;
+	return asprintf(&t, "%s.tmp.%ld", path, (long)getpid()) < 0 ? NULL : t;
+}
+
+tf_status tf_prep_publish(const char *path)
+{
+	char *t = tf_prep_staged_path(path);
+	tf_status st = TF_OK;
+	if (!t)
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	if (rename(t, path))
+		st = tf_err_errno(TF_ERR_IO, "cannot rename '%s' to '%s'", t, path);
+	free(t);
 	return st;
 }
 

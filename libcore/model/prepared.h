@@ -113,6 +113,23 @@ tf_status tf_prep_read(const struct tf_prep_image *im, const struct tf_prep_entr
  * mismatch. */
 tf_status tf_prep_verify(const struct tf_prep_image *im);
 
+/* How a writer's commit makes its file durable and visible. */
+enum tf_prep_commit {
+	TF_PREP_COMMIT_SYNC = 0,   /* fsync the file, rename, fsync the folder */
+	TF_PREP_COMMIT_FILE = 1,   /* fsync the file, rename; the caller then calls
+				    * tf_file_sync_dir once for many files */
+	TF_PREP_COMMIT_NOSYNC = 2, /* rename only: temporary images */
+	TF_PREP_COMMIT_STAGED = 3, /* leave the complete file at tf_prep_staged_path
+				    * (not synced, not renamed); the caller makes many
+				    * durable at once (syncfs), then tf_prep_publish */
+};
+
+/* "<path>.tmp.<pid>": where a writer (and the Engram shard writer) builds
+ * path. Heap; the caller frees. */
+char *tf_prep_staged_path(const char *path);
+/* Rename a staged file into place (after the caller made it durable). */
+tf_status tf_prep_publish(const char *path);
+
 /* The writer: declare every entry, begin (lays out offsets, creates
  * "<path>.tmp.<pid>"), write each entry's bytes in order with put (any
  * number of calls; the digest is taken as they pass), then commit. */
@@ -130,8 +147,7 @@ struct tf_prep_writer {
 	uint64_t header_len, file_len;
 	uint64_t unflushed;      /* bytes written since writeback was last started */
 	bool begun;
-	bool defer_dir_sync;     /* commit skips the folder fsync; the caller does it once */
-	bool no_sync;            /* no fsync at all (temporary images, e.g. for a tar stream) */
+	int commit;              /* enum tf_prep_commit; 0 unless set after init */
 };
 
 tf_status tf_prep_writer_init(struct tf_prep_writer *w, const char *path,
@@ -144,10 +160,9 @@ tf_status tf_prep_writer_begin(struct tf_prep_writer *w);
 /* Append len bytes to entry name (they must follow what was put before). */
 tf_status tf_prep_writer_put(struct tf_prep_writer *w, const char *name, const void *data,
 			     size_t len);
-/* Every entry must be complete. Writes the header, fsyncs, renames into
- * place, fsyncs the folder (unless defer_dir_sync was set: then the caller
- * calls tf_file_sync_dir once after its last commit in that folder).
- * Releases w in every case. */
+/* Every entry must be complete. Writes the header, then fsyncs, renames
+ * into place and fsyncs the folder, or less as w->commit says (set it
+ * between init and commit). Releases w in every case. */
 tf_status tf_prep_writer_commit(struct tf_prep_writer *w);
 /* Drop everything, removing the temporary. Safe after commit. */
 void tf_prep_writer_release(struct tf_prep_writer *w);

@@ -131,7 +131,7 @@ START_TEST(groups_and_slices)
 			snprintf(name, sizeof name, "L0.r%uw%u.bin", r, world);
 			char *p = tf_path_join(tmpdir, name);
 			uint64_t read = 0;
-			enum tf_prepare_sync sync = r ? TF_PREPARE_SYNC_FILE : TF_PREPARE_SYNC;
+			enum tf_prep_commit sync = r ? TF_PREP_COMMIT_FILE : TF_PREP_COMMIT_SYNC;
 			ck_assert_int_eq(tf_prepare_write(&cfg, &pack, &plan[r], 0, key, p, sync, NULL, NULL,
 							  &read), TF_OK);
 			ck_assert_uint_gt(read, 0);
@@ -312,7 +312,7 @@ START_TEST(key_follows_pack)
 	struct tf_plan plan;
 	ck_assert_int_eq(tf_plan_build(&plan, &cfg, &p2, 1, 2), TF_OK);
 	char *ip = tf_path_join(tmpdir, "stack.bin");
-	ck_assert_int_eq(tf_prepare_write(&cfg, &p2, &plan, 0, k3, ip, TF_PREPARE_NO_SYNC, NULL, NULL, NULL), TF_OK);
+	ck_assert_int_eq(tf_prepare_write(&cfg, &p2, &plan, 0, k3, ip, TF_PREP_COMMIT_NOSYNC, NULL, NULL, NULL), TF_OK);
 	struct tf_prep_image im;
 	ck_assert_int_eq(tf_prep_open(&im, ip, NULL), TF_OK);
 	ck_assert_int_eq(tf_prep_verify(&im), TF_OK);
@@ -370,7 +370,7 @@ START_TEST(engram_layout)
 				tf_prepare_engram_name(n->spec.layer, r, world, name, sizeof name);
 				char *p = tf_path_join(tmpdir, name);
 				uint64_t read;
-				ck_assert_int_eq(tf_prepare_engram_write(&cfg, &pack, &plan, n, p, TF_PREPARE_SYNC,
+				ck_assert_int_eq(tf_prepare_engram_write(&cfg, &pack, &plan, n, p, TF_PREP_COMMIT_SYNC,
 									 NULL, NULL, &read), TF_OK);
 				int ei = tf_config_engram_index(&cfg, n->spec.layer);
 				struct tf_engram_expect ex = {n->spec.layer, 0, 0, 0};
