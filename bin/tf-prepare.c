@@ -27,6 +27,7 @@
 #include "base/progress.h"
 #include "base/thread.h"
 #include "model/config.h"
+#include "model/engram_shard.h"
 #include "model/plan.h"
 #include "model/prepare.h"
 #include "pack/pack.h"
@@ -140,7 +141,7 @@ static void write_jobs(void *ctx, size_t begin, size_t end, int worker)
 		if (j->state == TF_PREPARE_OK)
 			continue;
 		if (j->engram)
-			j->st = tf_prepare_engram_write(r->c, r->pack, r->plan, j->engram, j->path, r->commit,
+			j->st = tf_prepare_engram_write(r->c, r->pack, r->plan, j->engram, j->path,
 							on_progress, r, &j->read);
 		else
 			j->st = tf_prepare_write(r->c, r->pack, r->plan, j->layer, r->key, j->path, r->commit,
@@ -172,8 +173,8 @@ static void add_job(struct run *r, const char *dir, uint32_t layer,
 		if ((st = tf_prepare_engram_range(r->c, (uint32_t)ei, (uint32_t)o.rank, (uint32_t)o.world,
 						  &j->expect.lo, &j->expect.hi, &j->expect.total)))
 			tf_die_status(st, "Engram table '%s'", table->spec.name);
-		tf_prepare_engram_name(table->spec.layer, (uint32_t)o.rank, (uint32_t)o.world, j->name,
-				       sizeof j->name);
+		tf_engram_shard_name(j->name, sizeof j->name, table->spec.layer, (uint32_t)o.rank,
+				     (uint32_t)o.world);
 		bytes = (j->expect.hi - j->expect.lo) * TF_ENGRAM_ROW_BYTES;
 	} else {
 		tf_prep_file_name(layer, j->name, sizeof j->name);
@@ -183,7 +184,7 @@ static void add_job(struct run *r, const char *dir, uint32_t layer,
 	if (stream) {
 		j->state = TF_PREPARE_MISSING;
 	} else if (table) {
-		st = tf_prepare_engram_check(j->path, &j->expect, o.verify, NULL);
+		st = tf_prepare_engram_check(j->path, &j->expect, NULL);
 		j->state = st == TF_ERR_NOTFOUND ? TF_PREPARE_MISSING : st ? TF_PREPARE_DAMAGED : TF_PREPARE_OK;
 		if (st)
 			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(st));
@@ -214,8 +215,8 @@ static void sync_staged(void *ctx, size_t begin, size_t end, int worker)
 	struct run *r = ctx;
 	for (size_t i = begin; i < end; i++) {
 		struct job *j = &r->jobs[i];
-		if (j->state == TF_PREPARE_OK || j->st)
-			continue;
+		if (j->state == TF_PREPARE_OK || j->st || j->engram)
+			continue; /* Engram shards commit themselves */
 		char *t = tf_prep_staged_path(j->path);
 		int fd = t ? open(t, O_RDONLY | O_CLOEXEC) : -1;
 		if (fd < 0 || fsync(fd)) {
@@ -246,7 +247,7 @@ static void publish(struct run *r, const char *dir)
 	tf_pool_free(pool);
 	for (uint32_t i = 0; i < r->njobs; i++) {
 		struct job *j = &r->jobs[i];
-		if (j->state == TF_PREPARE_OK || j->st)
+		if (j->state == TF_PREPARE_OK || j->st || j->engram)
 			continue;
 		if ((st = tf_prep_publish(j->path))) {
 			j->st = st;
@@ -491,7 +492,7 @@ static int list(const char *pack_dir)
 				struct tf_prep_expect ex = {NULL, rank, world};
 				struct stat sb;
 				if (!strncmp(fl[f], "engram-", 7)) {
-					st = tf_prepare_engram_check(fp, NULL, o.verify, NULL);
+					st = tf_prepare_engram_check(fp, NULL, NULL);
 					if (!st && !stat(fp, &sb))
 						bytes += (uint64_t)sb.st_size;
 				} else if (!(st = tf_prep_open(&im, fp, &ex))) {

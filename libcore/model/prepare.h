@@ -70,40 +70,31 @@ enum tf_prepare_state tf_prepare_check(const char *path, const uint8_t key[TF_PR
 
 /* ---- Engram shards (prepare_engram.c) ----
  *
- * A rank's rows of an Engram layer's table, in the reference's shard
- * format (dsv41-model-facts.md §5): "engram-l<L>-r<r>of<W>.bin", a
- * 4096-byte header of u64 fields (the magic "DSV41EN1", layer, lo, hi,
- * total rows, row bytes 264), then rows lo..hi-1. The rank owns hash
- * columns [cols·r/W, cols·(r+1)/W); column j of the table's layer holds
- * prime(j) rows, the primes being the successive primes at or above
- * engram_vocab, layer after layer; lo..hi is the rows of the rank's
- * columns. tf adds, at byte 48 of the header, the SHA-256 of the rows. */
-#define TF_ENGRAM_SHARD_MAGIC "DSV41EN1"
-#define TF_ENGRAM_SHARD_HEADER 4096u
+ * A rank's rows of an Engram layer's table, as engram_cut.h writes them
+ * (engram-l<L>-r<r>of<W>.bin, tf-engram(5)): tf-prepare adds them to the
+ * rank's folder. The format carries no digest, so checks cover the header
+ * and the size. */
 
-/* The rows [*lo, *hi) of the table of Engram layer index ei (0-based in
- * engram_layers) that rank of world owns, and the table's *total rows.
- * TF_ERR_CONFIG when the columns do not split over world or the primes do
- * not add up to engram_num_embeddings. */
+/* The table rows [*lo, *hi) that rank of world owns of Engram layer index
+ * ei (0-based in engram_layers), and the table's *total rows
+ * (engram_layout.h). TF_ERR_CONFIG when the config's Engram settings are
+ * inconsistent. */
 tf_status tf_prepare_engram_range(const struct tf_config *c, uint32_t ei, uint32_t rank,
 				  uint32_t world, uint64_t *lo, uint64_t *hi, uint64_t *total);
-/* "engram-l<layer>-r<rank>of<world>.bin" into buf. */
-void tf_prepare_engram_name(uint32_t layer, uint32_t rank, uint32_t world, char *buf, size_t n);
-/* Write rank's shard of the Engram table native (TF_SLICE_ENGRAM) to path. */
+/* Write rank's shard of the Engram table native (TF_SLICE_ENGRAM) to path,
+ * atomically (fsync and rename). */
 tf_status tf_prepare_engram_write(const struct tf_config *c, const struct tf_pack *pack,
 				  const struct tf_plan *plan, const struct tf_plan_native *table,
-				  const char *path, enum tf_prep_commit commit,
-				  void (*progress)(void *ctx, uint64_t n), void *ctx,
+				  const char *path, void (*progress)(void *ctx, uint64_t n), void *ctx,
 				  uint64_t *read_bytes);
-/* Check a shard file against its header (size, fields) and, with expect
- * (non-NULL: layer, lo, hi, total), against what it should hold; with
- * verify, the rows' digest. *layer (may be NULL) gets the header's layer.
- * TF_ERR_NOTFOUND when missing, TF_ERR_FORMAT or TF_ERR_MISMATCH naming the
- * file otherwise. */
+/* Check a shard file's header against its size and, with expect (non-NULL),
+ * against the layer and rows it should hold. *layer (may be NULL) gets the
+ * header's layer. TF_ERR_NOTFOUND when missing, TF_ERR_FORMAT or
+ * TF_ERR_MISMATCH naming the file otherwise. */
 struct tf_engram_expect {
 	uint64_t layer, lo, hi, total;
 };
 tf_status tf_prepare_engram_check(const char *path, const struct tf_engram_expect *expect,
-				  bool verify, uint64_t *layer);
+				  uint64_t *layer);
 
 #endif

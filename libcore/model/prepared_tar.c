@@ -131,10 +131,10 @@ static tf_status unpack_member(struct archive *a, const char *rel, const char *p
 static tf_status check_member(const char *rel, const char *path, uint32_t rank, uint32_t world)
 {
 	const char *base = strrchr(rel, '/') + 1;
-	if (!strncmp(base, "engram-", 7)) { /* an Engram shard: its own header and digest */
+	if (!strncmp(base, "engram-", 7)) { /* an Engram shard: its header and size */
 		unsigned long layer = strtoul(base + 8, NULL, 10);
 		uint64_t held;
-		tf_status st = tf_prepare_engram_check(path, NULL, true, &held);
+		tf_status st = tf_prepare_engram_check(path, NULL, &held);
 		if (!st && held != layer)
 			st = tf_err(TF_ERR_MISMATCH, "'%s': holds layer %llu", rel, (unsigned long long)held);
 		return st;
