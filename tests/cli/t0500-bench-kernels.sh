@@ -7,6 +7,7 @@ expect_rc 0
 expect_json 'j.length == 3 && j[0].op == "exl3-gemm" && j[1].op == "exl3-gemm-c" && j[2].op == "read"'
 expect_json 'j.every(r => r.bits == 4 && r.k == 256 && r.n == 256 && r.gbps > 0 && r.threads == 1)'
 expect_json 'j[0].gweights > 0 && j[2].gweights == 0'
+expect_json 'j.every(r => r.cpu_us > 0 && r.gbps_per_cpu > 0)'
 
 run tf-bench kernels -b 2,6 -c 3inst --shape 128x384 --rows 3 -j 2 -t 0.02
 expect_rc 0
