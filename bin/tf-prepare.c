@@ -258,6 +258,76 @@ static void publish(struct run *r, const char *dir)
 		tf_die_status(st, "cannot sync '%s'", dir);
 }
 
+static size_t count_present(const struct run *r)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i < r->njobs; i++)
+		n += r->jobs[i].state == TF_PREPARE_OK;
+	return n;
+}
+
+/* -o -: make each image in the temporary folder tmp, add it to the tar
+ * stream on standard output, remove it. Exits on the first failure. */
+static void write_stream(struct run *r, char *tmp, uint64_t *read, size_t *written)
+{
+	struct tf_prep_tar tar;
+	char hex[2 * TF_PREP_KEY_LEN + 1];
+	tf_status st;
+	tf_hex(r->key, TF_PREP_KEY_HEX / 2, hex);
+	if ((st = tf_prep_tar_begin(&tar, STDOUT_FILENO, o.zstd)))
+		tf_die_status(st, "cannot start the tar stream");
+	for (uint32_t i = 0; i < r->njobs; i++) {
+		struct job *j = &r->jobs[i];
+		char rel[128];
+		snprintf(rel, sizeof rel, "%s/rank%lldof%lld/%s", hex, (long long)o.rank,
+			 (long long)o.world, j->name);
+		write_jobs(r, i, i + 1, 0);
+		if (!j->st && (j->st = tf_prep_tar_add(&tar, rel, j->path)))
+			snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(j->st));
+		unlink(j->path);
+		if (j->st) {
+			tf_prep_tar_abort(&tar);
+			rmdir(tmp);
+			tf_progress_end(&r->prog);
+			tf_die(tf_status_exit(j->st), "%s", j->msg);
+		}
+		*read += j->read;
+		++*written;
+	}
+	if ((st = tf_prep_tar_end(&tar)))
+		tf_die_status(st, "cannot finish the tar stream");
+	rmdir(tmp);
+}
+
+/* -o DIR: write the missing or damaged images, o.jobs at a time, then
+ * publish them. Each failure is reported; the first one's status is
+ * returned (the images that were written are kept). */
+static tf_status write_folder(struct run *r, const char *dir, uint64_t *read, size_t *written)
+{
+	struct tf_pool *pool = NULL;
+	tf_status st, first = TF_OK;
+	if (o.jobs != 1 && (st = tf_pool_new((int)o.jobs, &pool)))
+		tf_die_status(st, "cannot start threads");
+	tf_pool_for(pool, r->njobs, 1, write_jobs, r);
+	tf_pool_free(pool);
+	publish(r, dir);
+	for (uint32_t i = 0; i < r->njobs; i++) {
+		struct job *j = &r->jobs[i];
+		if (j->state == TF_PREPARE_OK)
+			continue;
+		if (j->st) {
+			tf_progress_end(&r->prog);
+			tf_warn("%s", j->msg);
+			if (!first)
+				first = j->st;
+		} else {
+			++*written;
+			*read += j->read;
+		}
+	}
+	return first;
+}
+
 /* Write (or stream) the selected images of one rank. */
 static int prepare(const char *pack_dir)
 {
@@ -284,7 +354,7 @@ static int prepare(const char *pack_dir)
 	bool stream = !strcmp(o.out, "-");
 	char *dir = NULL, *tmp = NULL;
 	/* images of a stream are temporary; a folder's are staged, made durable
-	 * together (one syncfs) and then renamed into place */
+	 * together and then renamed into place (publish) */
 	r.commit = stream ? TF_PREP_COMMIT_NOSYNC : TF_PREP_COMMIT_STAGED;
 	if (stream) {
 		const char *t = getenv("TMPDIR");
@@ -315,60 +385,14 @@ static int prepare(const char *pack_dir)
 	pthread_mutex_init(&r.mu, NULL);
 	tf_progress_init(&r.prog, "prepare", total, "B");
 	uint64_t read = 0;
-	size_t written = 0, failed = 0;
-	if (stream) {
-		struct tf_prep_tar tar;
-		char hex[2 * TF_PREP_KEY_LEN + 1];
-		tf_hex(r.key, TF_PREP_KEY_HEX / 2, hex);
-		if ((st = tf_prep_tar_begin(&tar, STDOUT_FILENO, o.zstd)))
-			tf_die_status(st, "cannot start the tar stream");
-		for (uint32_t i = 0; i < njobs; i++) {
-			struct job *j = &r.jobs[i];
-			char rel[128];
-			snprintf(rel, sizeof rel, "%s/rank%lldof%lld/%s", hex, (long long)o.rank,
-				 (long long)o.world, j->name);
-			write_jobs(&r, i, i + 1, 0);
-			if (!j->st && (j->st = tf_prep_tar_add(&tar, rel, j->path)))
-				snprintf(j->msg, sizeof j->msg, "%s", tf_errmsg(j->st));
-			unlink(j->path);
-			if (j->st) {
-				tf_prep_tar_abort(&tar);
-				rmdir(tmp);
-				tf_progress_end(&r.prog);
-				tf_die(tf_status_exit(j->st), "%s", j->msg);
-			}
-			read += j->read;
-			written++;
-		}
-		if ((st = tf_prep_tar_end(&tar)))
-			tf_die_status(st, "cannot finish the tar stream");
-		rmdir(tmp);
-	} else {
-		struct tf_pool *pool = NULL;
-		if (o.jobs != 1 && (st = tf_pool_new((int)o.jobs, &pool)))
-			tf_die_status(st, "cannot start threads");
-		tf_pool_for(pool, njobs, 1, write_jobs, &r);
-		tf_pool_free(pool);
-		publish(&r, dir);
-		for (uint32_t i = 0; i < njobs; i++) {
-			struct job *j = &r.jobs[i];
-			if (j->state == TF_PREPARE_OK)
-				continue;
-			if (j->st) {
-				failed++;
-				tf_progress_end(&r.prog);
-				tf_warn("%s", j->msg);
-			} else {
-				written++;
-				read += j->read;
-			}
-		}
-	}
+	size_t written = 0;
+	if (stream)
+		write_stream(&r, tmp, &read, &written);
+	else if ((st = write_folder(&r, dir, &read, &written)))
+		tf_die(tf_status_exit(st), "%zu of %u images could not be written", njobs - written -
+		       count_present(&r), njobs);
 	tf_progress_end(&r.prog);
 	double dt = tf_now() - t0;
-	if (failed)
-		tf_die(tf_status_exit(r.jobs[0].st ? r.jobs[0].st : TF_ERR_IO),
-		       "%zu of %u images could not be written", failed, njobs);
 	if (!stream)
 		printf("%s\n", dir);
 	tf_log(TF_LOG_INFO, "rank %lld of %lld: %zu written, %zu present, %.1f MB read in %.2f s "
