@@ -478,20 +478,94 @@ static void free_list(char **v, size_t n)
 	free(v);
 }
 
+/* Check one file of a rank folder (an image against its folder's key,
+ * rank and world, fully with --verify; or an Engram shard's header); add
+ * its size to *bytes. */
+static tf_status check_file(const char *fp, const char *name, const char *key_hex,
+			    unsigned rank, unsigned world, uint64_t *bytes)
+{
+	struct tf_prep_image im;
+	struct tf_prep_expect ex = {NULL, rank, world};
+	struct stat sb;
+	tf_status st;
+	if (!strncmp(name, "engram-", 7)) {
+		if (!(st = tf_prepare_engram_check(fp, NULL, NULL)) && !stat(fp, &sb))
+			*bytes += (uint64_t)sb.st_size;
+		return st;
+	}
+	if ((st = tf_prep_open(&im, fp, &ex)))
+		return st;
+	char hex[2 * TF_PREP_KEY_LEN + 1];
+	tf_hex(im.key, TF_PREP_KEY_HEX / 2, hex);
+	if (strcmp(hex, key_hex))
+		st = tf_err(TF_ERR_MISMATCH, "'%s': its key %s differs from its folder", fp, hex);
+	if (!st && o.verify)
+		st = tf_prep_verify(&im);
+	*bytes += im.file_len;
+	tf_prep_close(&im);
+	return st;
+}
+
+/* Print one line (or JSON object) for the rank folder rd; return the
+ * number of damaged files. */
+static size_t list_rank(const char *rd, const char *key_hex, unsigned rank, unsigned world,
+			const struct tf_pack *pack, int *first)
+{
+	size_t nf, files = 0, bad = 0;
+	uint64_t bytes = 0;
+	char **fl = list_dir(rd, &nf);
+	for (size_t f = 0; f < nf; f++) {
+		size_t len = strlen(fl[f]);
+		if (len < 5 || strcmp(fl[f] + len - 4, ".bin"))
+			continue;
+		char *fp = tf_path_join(rd, fl[f]);
+		if (!fp)
+			tf_die(71, "out of memory");
+		tf_status st = check_file(fp, fl[f], key_hex, rank, world, &bytes);
+		files++;
+		if (st) {
+			bad++;
+			tf_warn("%s", tf_errmsg(st));
+		}
+		free(fp);
+	}
+	free_list(fl, nf);
+	const char *match = "-";
+	if (pack) {
+		uint8_t key[TF_PREP_KEY_LEN];
+		char hex[2 * TF_PREP_KEY_LEN + 1];
+		tf_status st = tf_prepare_key(pack, rank, world, "", key);
+		if (st)
+			tf_die_status(st, "cannot read the pack's identity");
+		tf_hex(key, TF_PREP_KEY_HEX / 2, hex);
+		match = strcmp(hex, key_hex) ? "stale" : "matches";
+	}
+	if (o.json)
+		printf("%s{\"key\":\"%s\",\"rank\":%u,\"world\":%u,\"files\":%zu,\"bytes\":%llu,"
+		       "\"damaged\":%zu,\"pack\":\"%s\"}", *first ? "" : ",\n", key_hex, rank, world,
+		       files, (unsigned long long)bytes, bad, match);
+	else
+		printf("%s\trank %u of %u\t%zu files\t%llu bytes\t%s\t%s\n", key_hex, rank, world, files,
+		       (unsigned long long)bytes, bad ? "damaged" : o.verify ? "verified" : "ok", match);
+	*first = 0;
+	return bad;
+}
+
+/* --list: every <key>/rank<r>of<w> folder of -o DIR. Exit 1 when a file is
+ * damaged. */
 static int list(const char *pack_dir)
 {
 	struct tf_pack pack;
-	bool have_pack = pack_dir != NULL;
 	tf_status st;
-	if (have_pack && (st = tf_pack_open(&pack, pack_dir)))
+	if (!tf_file_exists(o.out))
+		tf_die(66, "cannot open '%s': %s", o.out, strerror(ENOENT));
+	if (pack_dir && (st = tf_pack_open(&pack, pack_dir)))
 		tf_die_status(st, "cannot open pack '%s'", pack_dir);
 	size_t nk, damaged = 0;
 	char **keys = list_dir(o.out, &nk);
-	if (!keys && errno != 0 && !tf_file_exists(o.out))
-		tf_die(66, "cannot open '%s': %s", o.out, strerror(ENOENT));
+	int first = 1;
 	if (o.json)
 		printf("[");
-	int first = 1;
 	for (size_t i = 0; i < nk; i++) {
 		if (!is_key_dir(keys[i]))
 			continue;
@@ -504,59 +578,7 @@ static int list(const char *pack_dir)
 			if (sscanf(ranks[j], "rank%uof%u%c", &rank, &world, &tail) != 2)
 				continue;
 			char *rd = tf_path_join(kd, ranks[j]);
-			size_t nf, files = 0, bad = 0;
-			uint64_t bytes = 0;
-			char **fl = list_dir(rd, &nf);
-			for (size_t f = 0; f < nf; f++) {
-				size_t len = strlen(fl[f]);
-				if (len < 5 || strcmp(fl[f] + len - 4, ".bin"))
-					continue;
-				char *fp = tf_path_join(rd, fl[f]), msg[512];
-				struct tf_prep_image im;
-				struct tf_prep_expect ex = {NULL, rank, world};
-				struct stat sb;
-				if (!strncmp(fl[f], "engram-", 7)) {
-					st = tf_prepare_engram_check(fp, NULL, NULL);
-					if (!st && !stat(fp, &sb))
-						bytes += (uint64_t)sb.st_size;
-				} else if (!(st = tf_prep_open(&im, fp, &ex))) {
-					char hex[2 * TF_PREP_KEY_LEN + 1];
-					tf_hex(im.key, TF_PREP_KEY_HEX / 2, hex);
-					if (strcmp(hex, keys[i]))
-						st = tf_err(TF_ERR_MISMATCH, "'%s': its key %s differs from its folder", fp, hex);
-					if (!st && o.verify)
-						st = tf_prep_verify(&im);
-					bytes += im.file_len;
-					tf_prep_close(&im);
-				}
-				files++;
-				if (st) {
-					bad++;
-					snprintf(msg, sizeof msg, "%s", tf_errmsg(st));
-					tf_warn("%s", msg);
-				}
-				free(fp);
-			}
-			const char *match = "-";
-			if (have_pack) {
-				uint8_t key[TF_PREP_KEY_LEN];
-				char hex[2 * TF_PREP_KEY_LEN + 1];
-				if ((st = tf_prepare_key(&pack, rank, world, "", key)))
-					tf_die_status(st, "cannot read the pack's identity");
-				tf_hex(key, TF_PREP_KEY_HEX / 2, hex);
-				match = strcmp(hex, keys[i]) ? "stale" : "matches";
-			}
-			if (o.json)
-				printf("%s{\"key\":\"%s\",\"rank\":%u,\"world\":%u,\"files\":%zu,\"bytes\":%llu,"
-				       "\"damaged\":%zu,\"pack\":\"%s\"}", first ? "" : ",\n", keys[i], rank,
-				       world, files, (unsigned long long)bytes, bad, match);
-			else
-				printf("%s\trank %u of %u\t%zu files\t%llu bytes\t%s\t%s\n", keys[i], rank, world,
-				       files, (unsigned long long)bytes, bad ? "damaged" : o.verify ? "verified" : "ok",
-				       match);
-			first = 0;
-			damaged += bad;
-			free_list(fl, nf);
+			damaged += list_rank(rd, keys[i], rank, world, pack_dir ? &pack : NULL, &first);
 			free(rd);
 		}
 		free_list(ranks, nr);
@@ -565,7 +587,7 @@ static int list(const char *pack_dir)
 	if (o.json)
 		printf("]\n");
 	free_list(keys, nk);
-	if (have_pack)
+	if (pack_dir)
 		tf_pack_close(&pack);
 	return damaged ? 1 : 0;
 }
