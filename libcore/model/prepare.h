@@ -13,7 +13,8 @@
  * - natives converted to what the runtime holds: norms and f32-only
  *   tensors as F32, f16/bf16 matrices as BF16 (rounded to nearest even
  *   once), sliced by rows as the plan says.
- * Engram tables are not part of the images (see tf-prepare(1)).
+ * Engram tables are not part of the images: tf-prepare writes each rank's
+ * rows as an Engram shard beside them (tf_prepare_engram_*, below).
  *
  * Memory: a writer reads the pack with pread in chunks of at most
  * TF_PREPARE_CHUNK bytes into two buffers of that size, whatever the pack's

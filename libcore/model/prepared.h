@@ -3,15 +3,16 @@
  * holds them. The format is documented in tf-prepared(5).
  *
  * An image file (little-endian):
- *     header  (64 bytes)  magic "TFPREPIM", u32 version, u32 count,
+ *     header  (80 bytes)  magic "TFPREPIM", u32 version, u32 count,
  *                         u64 header_len, u64 file_len, u32 rank,
- *                         u32 world, u8 key[32] ... see prepared.c
+ *                         u32 world, u8 key[32], u64 reserved (prepared.c)
  *     entries (count)     96 bytes each, then the name, padded to 8
  *     header digest       SHA-256 of every header byte before it
  *     payloads            each at a 4 KiB-aligned offset; file padded to 4 KiB
  * An entry: name, dtype, shape (up to 4 dims), offset, length, SHA-256.
  *
- * A folder: <dir>/<key>/rank<r>of<w>/{L<i>.bin, top.bin}, where <key> is the
+ * A folder: <dir>/<key>/rank<r>of<w>/{L<i>.bin, top.bin} (and the rank's
+ * Engram shards, engram-l<L>-r<r>of<w>.bin, see prepare.h), where <key> is the
  * hex of the first 16 bytes of a SHA-256 over the format version, the
  * converter version, the pack's identity (per shard: name, size and the
  * SHA-256 of its header bytes), the rank, the world and the options. Every
@@ -20,8 +21,9 @@
  *
  * Reading checks magic, version, the header digest, bounds, alignment and
  * overlaps, the key, rank and world; tf_prep_verify also checks every
- * payload digest. Errors name the file and, where there is one, the entry.
- * Writers produce the file atomically (a temporary, fsync, rename). */
+ * payload digest and that the padding is zero. Errors name the file and,
+ * where there is one, the entry. Writers produce the file atomically (a
+ * temporary, fsync, rename; see enum tf_prep_commit). */
 #ifndef TF_MODEL_PREPARED_H
 #define TF_MODEL_PREPARED_H
 
