@@ -163,10 +163,8 @@ TARGET void exl3_avx2_tile_stream(const uint16_t *tile, uint32_t bits, enum tf_e
 /* acc[c0] += Σ_{m<4} u[m] · w(group 4c0+m), decoding the tile on the way:
  * the one-row inner loop, with nothing stored but the eight sums. */
 TARGET static inline __attribute__((always_inline)) void
-tile_fma1_cb(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb, const __m256 u[4], __m256 *acc)
+tile_fma1_cb(const uint8_t *ext, uint32_t bits, enum tf_exl3_cb cb, const __m256 u[4], __m256 *acc)
 {
-	uint8_t ext[32 * 8 + 32];
-	stream_bytes(tile, bits, ext);
 	const __m256i shuf = _mm256_load_si256((const __m256i *)group_shuf[bits]);
 	const __m256i shift = _mm256_load_si256((const __m256i *)group_shift[bits]);
 	for (unsigned c0 = 0; c0 < 8; c0++) {
@@ -178,13 +176,13 @@ tile_fma1_cb(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb, const __m2
 }
 
 /* tile_fma1_cb with the codebook a constant in each copy. */
-TARGET static void tile_fma1(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb,
+TARGET static void tile_fma1(const uint8_t *ext, uint32_t bits, enum tf_exl3_cb cb,
 			     const __m256 u[4], __m256 *acc)
 {
 	switch (cb) {
-	case TF_EXL3_CB_MCG: tile_fma1_cb(tile, bits, TF_EXL3_CB_MCG, u, acc); break;
-	case TF_EXL3_CB_MUL1: tile_fma1_cb(tile, bits, TF_EXL3_CB_MUL1, u, acc); break;
-	default: tile_fma1_cb(tile, bits, TF_EXL3_CB_3INST, u, acc); break;
+	case TF_EXL3_CB_MCG: tile_fma1_cb(ext, bits, TF_EXL3_CB_MCG, u, acc); break;
+	case TF_EXL3_CB_MUL1: tile_fma1_cb(ext, bits, TF_EXL3_CB_MUL1, u, acc); break;
+	default: tile_fma1_cb(ext, bits, TF_EXL3_CB_3INST, u, acc); break;
 	}
 }
 
@@ -210,6 +208,7 @@ TARGET void exl3_avx2_blocks(const struct tf_exl3_layer *L, const float *up, siz
 	float *a = acc;
 	__m256 *sums = (__m256 *)(acc + rows * 128);
 
+	uint8_t ext8[8][32 * 8 + 32];
 	for (size_t nb = begin; nb < end; nb++) {
 		/* Walk K in order (the block's 8 tiles of a K row are contiguous,
 		 * so memory streams), keeping eight sums per tile column and row:
@@ -218,14 +217,19 @@ TARGET void exl3_avx2_blocks(const struct tf_exl3_layer *L, const float *up, siz
 			sums[r] = _mm256_setzero_ps();
 		for (size_t i = 0; i < kt; i++) {
 			const uint16_t *tile = L->trellis + (i * nt + nb * 8) * tw;
+			if (rows == 1) {
+				/* lay out all eight streams first: the 16-byte loads
+				 * of a stream then come long after its stores */
+				for (size_t jj = 0; jj < 8; jj++)
+					stream_bytes(tile + jj * tw, bits, ext8[jj]);
+				const float *u = up + i * 32;
+				__m256 uv[4] = {_mm256_loadu_ps(u), _mm256_loadu_ps(u + 8),
+						_mm256_loadu_ps(u + 16), _mm256_loadu_ps(u + 24)};
+				for (size_t jj = 0; jj < 8; jj++)
+					tile_fma1(ext8[jj], bits, cb, uv, sums + jj * 8);
+				continue;
+			}
 			for (size_t jj = 0; jj < 8; jj++, tile += tw) {
-				if (rows == 1) {
-					const float *u = up + i * 32;
-					__m256 uv[4] = {_mm256_loadu_ps(u), _mm256_loadu_ps(u + 8),
-							_mm256_loadu_ps(u + 16), _mm256_loadu_ps(u + 24)};
-					tile_fma1(tile, bits, cb, uv, sums + jj * 8);
-					continue;
-				}
 				exl3_avx2_tile_stream(tile, bits, cb, w);
 				for (size_t r = 0; r < rows; r++) {
 					const float *u = up + (r * kt + i) * 32;
