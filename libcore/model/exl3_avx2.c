@@ -150,14 +150,20 @@ TARGET static inline __m256i group_states(const uint8_t *ext, unsigned l, uint32
 	return _mm256_srli_epi32(_mm256_sllv_epi32(_mm256_shuffle_epi8(v, shuf), shift), 16);
 }
 
-TARGET void exl3_avx2_tile_stream(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb, float *w)
+/* The 256 weights of a laid-out stream, in stream order. */
+TARGET static void decode_ext(const uint8_t *ext, uint32_t bits, enum tf_exl3_cb cb, float *w)
 {
-	uint8_t ext[32 * 8 + 32];
-	stream_bytes(tile, bits, ext);
 	const __m256i shuf = _mm256_load_si256((const __m256i *)group_shuf[bits]);
 	const __m256i shift = _mm256_load_si256((const __m256i *)group_shift[bits]);
 	for (unsigned l = 0; l < 32; l++)
 		_mm256_store_ps(w + 8 * l, codebook(group_states(ext, l, bits, shuf, shift), cb));
+}
+
+TARGET void exl3_avx2_tile_stream(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb, float *w)
+{
+	uint8_t ext[32 * 8 + 32];
+	stream_bytes(tile, bits, ext);
+	decode_ext(ext, bits, cb, w);
 }
 
 /* acc[c0] += Σ_{m<4} u[m] · w(group 4c0+m), decoding the tile on the way:
@@ -217,11 +223,11 @@ TARGET void exl3_avx2_blocks(const struct tf_exl3_layer *L, const float *up, siz
 			sums[r] = _mm256_setzero_ps();
 		for (size_t i = 0; i < kt; i++) {
 			const uint16_t *tile = L->trellis + (i * nt + nb * 8) * tw;
+			/* lay out all eight streams first: the 16-byte loads of a
+			 * stream then come long after its stores */
+			for (size_t jj = 0; jj < 8; jj++)
+				stream_bytes(tile + jj * tw, bits, ext8[jj]);
 			if (rows == 1) {
-				/* lay out all eight streams first: the 16-byte loads
-				 * of a stream then come long after its stores */
-				for (size_t jj = 0; jj < 8; jj++)
-					stream_bytes(tile + jj * tw, bits, ext8[jj]);
 				const float *u = up + i * 32;
 				__m256 uv[4] = {_mm256_loadu_ps(u), _mm256_loadu_ps(u + 8),
 						_mm256_loadu_ps(u + 16), _mm256_loadu_ps(u + 24)};
@@ -229,8 +235,8 @@ TARGET void exl3_avx2_blocks(const struct tf_exl3_layer *L, const float *up, siz
 					tile_fma1(ext8[jj], bits, cb, uv, sums + jj * 8);
 				continue;
 			}
-			for (size_t jj = 0; jj < 8; jj++, tile += tw) {
-				exl3_avx2_tile_stream(tile, bits, cb, w);
+			for (size_t jj = 0; jj < 8; jj++) {
+				decode_ext(ext8[jj], bits, cb, w);
 				for (size_t r = 0; r < rows; r++) {
 					const float *u = up + (r * kt + i) * 32;
 					__m256 u0 = _mm256_loadu_ps(u), u1 = _mm256_loadu_ps(u + 8);
@@ -294,14 +300,17 @@ TARGET void exl3_avx2_blocks_rows(const struct tf_exl3_layer *L, const float *u,
 	size_t K = L->g.k, N = L->g.n, kt = K / 16, nt = N / 16;
 	size_t tw = tf_exl3_tile_words(L->g.bits);
 	float ws[256] __attribute__((aligned(32))), w[256] __attribute__((aligned(32)));
+	uint8_t ext8[8][32 * 8 + 32];
 
 	for (size_t nb = begin; nb < end; nb++) {
 		memset(acc, 0, sizeof(float) * rows * 128);
 		for (size_t i = 0; i < kt; i++) {
 			const uint16_t *tile = L->trellis + (i * nt + nb * 8) * tw;
-			for (size_t jj = 0; jj < 8; jj++, tile += tw) {
+			for (size_t jj = 0; jj < 8; jj++) /* as in exl3_avx2_blocks */
+				stream_bytes(tile + jj * tw, L->g.bits, ext8[jj]);
+			for (size_t jj = 0; jj < 8; jj++) {
 				/* decode once, to row-major, then every row */
-				exl3_avx2_tile_stream(tile, L->g.bits, L->g.cb, ws);
+				decode_ext(ext8[jj], L->g.bits, L->g.cb, ws);
 				for (unsigned t = 0; t < 256; t++)
 					w[tf_exl3_tile_pos(t)] = ws[t];
 				for (size_t r = 0; r < rows; r += 4)
