@@ -12,11 +12,15 @@
  *
  * Layout of the work: one task per 128-column block of N (8 tiles wide),
  * spread over the pool. A task keeps a [rows, 128] f32 accumulator, walks
- * the K/16 tile rows, decodes each of its 8 tiles once into a 16×16 f32
- * buffer (table lookups, tf_exl3_tile_decode_f32) and adds u·tile for
- * every row, then applies the output Hadamard and svh. The inner loop is a
- * 16-wide multiply-add the compiler vectorises at -O2 -ftree-vectorize
- * (enabled below for this file). */
+ * the K/16 tile rows, decodes each of its 8 tiles once and adds u·tile for
+ * every row, then applies the output Hadamard and svh. Three bodies:
+ * - up to EXL3_AVX2_MAX_ROWS rows with AVX2 (exl3_avx2_blocks): weights in
+ *   stream order, eight at a time, straight into the sums;
+ * - more rows with AVX2 (exl3_avx2_blocks_rows): each tile decoded to a
+ *   row-major 16×16 block, then four rows per pass;
+ * - the portable C below (block_run): table lookups
+ *   (exl3_tile_f32_table) and a 16-wide multiply-add the compiler
+ *   vectorises (tree-vectorize is enabled for this file). */
 #include <stdlib.h>
 #include <string.h>
 
