@@ -120,11 +120,15 @@ static tf_status set_value(const struct tf_opt *o, const char *v)
 			return tf_err(TF_ERR_ARG, "'%s' is not one of %s", v, o->choices);
 		*(const char **)o->dst = v;
 		break;
-	case TF_OPT_INT:
-		st = tf_parse_i64(v, (int64_t)o->min, (int64_t)o->max, true, (int64_t *)o->dst);
+	case TF_OPT_INT: {
+		/* a double holds INT64_MAX only approximately: clamp, never overflow */
+		int64_t lo = o->min <= -9.2e18 ? INT64_MIN : (int64_t)o->min;
+		int64_t hi = o->max >= 9.2e18 ? INT64_MAX : (int64_t)o->max;
+		st = tf_parse_i64(v, lo, hi, true, (int64_t *)o->dst);
 		break;
+	}
 	case TF_OPT_SIZE:
-		st = tf_parse_u64(v, o->max > 0 ? (uint64_t)o->max : UINT64_MAX, true,
+		st = tf_parse_u64(v, o->max > 0 && o->max < 1.8e19 ? (uint64_t)o->max : UINT64_MAX, true,
 				  (uint64_t *)o->dst);
 		break;
 	case TF_OPT_DOUBLE:
