@@ -95,14 +95,21 @@ static int pow2_exponent(float amax, float max_code)
 	return (int)ceil(log2((double)fmaxf(amax, 1e-4f) / max_code));
 }
 
+/* Scale bytes of nope values in groups of g (the last may be partial),
+ * padded to 8: 7 scales and a pad for 448. */
+static size_t scale_bytes(int nope, int g)
+{
+	return (size_t)((nope + g - 1) / g + 7) / 8 * 8;
+}
+
 size_t tf_kv_row_bytes(enum tf_kv_row_fmt fmt, int dim, int rope)
 {
 	int nope = dim - rope;
 	switch (fmt) {
 	case TF_KV_FP8:
-		return (size_t)nope + 2 * (size_t)rope + (size_t)((nope / 64 + 7) / 8 * 8);
+		return (size_t)nope + 2 * (size_t)rope + scale_bytes(nope, 64);
 	case TF_KV_FP4:
-		return (size_t)nope / 2 + 2 * (size_t)rope + (size_t)((nope / 16 + 7) / 8 * 8);
+		return (size_t)(nope + 1) / 2 + 2 * (size_t)rope + scale_bytes(nope, 16);
 	case TF_KV_BF16:
 		return 2 * (size_t)dim;
 	}
@@ -121,18 +128,19 @@ void tf_kv_row_encode(enum tf_kv_row_fmt fmt, const float *x, int dim, int rope,
 	}
 	int g = fmt == TF_KV_FP8 ? 64 : 16;
 	float max_code = fmt == TF_KV_FP8 ? 448.0f : 6.0f;
-	size_t vbytes = fmt == TF_KV_FP8 ? (size_t)nope : (size_t)nope / 2;
+	size_t vbytes = fmt == TF_KV_FP8 ? (size_t)nope : (size_t)(nope + 1) / 2;
 	uint8_t *ropes = out + vbytes, *scales = ropes + 2 * rope;
-	memset(scales, 0, (size_t)((nope / g + 7) / 8 * 8));
+	memset(scales, 0, scale_bytes(nope, g));
 	if (fmt == TF_KV_FP4)
 		memset(out, 0, vbytes);
-	for (int k = 0; k < nope / g; k++) {
+	for (int k = 0; k * g < nope; k++) {
+		int end = (k + 1) * g < nope ? (k + 1) * g : nope;
 		float amax = 0;
-		for (int i = k * g; i < (k + 1) * g; i++)
+		for (int i = k * g; i < end; i++)
 			amax = fmaxf(amax, fabsf(x[i]));
 		int e = pow2_exponent(amax, max_code);
 		scales[k] = (uint8_t)(e + 127);
-		for (int i = k * g; i < (k + 1) * g; i++) {
+		for (int i = k * g; i < end; i++) {
 			float v = ldexpf(x[i], -e);
 			v = fminf(fmaxf(v, -max_code), max_code);
 			if (fmt == TF_KV_FP8)
@@ -159,7 +167,7 @@ void tf_kv_row_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, int ro
 		return;
 	}
 	int g = fmt == TF_KV_FP8 ? 64 : 16;
-	size_t vbytes = fmt == TF_KV_FP8 ? (size_t)nope : (size_t)nope / 2;
+	size_t vbytes = fmt == TF_KV_FP8 ? (size_t)nope : (size_t)(nope + 1) / 2;
 	const uint8_t *ropes = in + vbytes, *scales = ropes + 2 * rope;
 	for (int i = 0; i < nope; i++) {
 		int e = (int)scales[i / g] - 127;
@@ -213,10 +221,8 @@ void tf_kv_ik_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, float *
 
 static tf_status check_config(const struct tf_kv_config *c)
 {
-	if (c->layers < 0 || c->dim <= 0 || c->rope < 0 || c->rope > c->dim ||
-	    (c->dim - c->rope) % 64)
-		return tf_err(TF_ERR_CONFIG, "kv: dim %d with rope %d (dim - rope must be a multiple of 64)",
-			      c->dim, c->rope);
+	if (c->layers < 0 || c->dim <= 0 || c->rope < 0 || c->rope > c->dim)
+		return tf_err(TF_ERR_CONFIG, "kv: dim %d with rope %d", c->dim, c->rope);
 	if (c->window < 1 || c->window > TF_KV_RING)
 		return tf_err(TF_ERR_CONFIG, "kv: window %d (1..%d)", c->window, TF_KV_RING);
 	if (c->sources < 0 || c->sources > TF_KV_MAX_SRC)

@@ -43,7 +43,7 @@ enum tf_kv_row_fmt {
 struct tf_kv_config {
 	int layers;        /* window rings, one per layer (MTP blocks included) */
 	int dim;           /* latent width (512) */
-	int rope;          /* its bf16 RoPE tail (64); dim - rope is a multiple of 64 */
+	int rope;          /* its bf16 RoPE tail (64) */
 	int index_dim;     /* index key width (128) */
 	int window;        /* attention window (128), at most TF_KV_RING */
 	int sources;       /* KV sources (4) */
@@ -67,9 +67,10 @@ const struct tf_kv_config *tf_kv_config(const struct tf_kv *kv);
 size_t tf_kv_row_bytes(enum tf_kv_row_fmt fmt, int dim, int rope);
 /* Quantise a row (fp32 in) into fmt's bytes, and back. For TF_KV_FP8 and
  * TF_KV_FP4 the last `rope` values are stored bf16 and the rest in groups
- * (64 for FP8, 16 for FP4) scaled by 2^e, e = ceil(log2(max(amax, 1e-4) /
- * max_code)); index keys use TF_KV_FP8 with rope 0 and one fp32 scale for
- * the whole row (tf_kv_ik_encode). */
+ * (64 for FP8, 16 for FP4; the last group may be partial, as in the tiny
+ * preset's 96) scaled by 2^e, e = ceil(log2(max(amax, 1e-4) / max_code)),
+ * one UE8M0 byte (e + 127) each, padded to 8 bytes. Layout: values (e4m3
+ * bytes, or e2m1 pairs low nibble first), the bf16 tail, the scales. */
 void tf_kv_row_encode(enum tf_kv_row_fmt fmt, const float *x, int dim, int rope, uint8_t *out);
 void tf_kv_row_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, int rope, float *x);
 /* Index keys: TF_KV_FP8 is dim e4m3 values and a little-endian fp32 scale

@@ -99,6 +99,20 @@ START_TEST(row_formats)
 	}
 	for (int i = 448; i < 512; i++)
 		ck_assert(y[i] == tf_round_bf16(x[i]));
+	/* the tiny preset's 128 = 96 + 32: groups of 64 and 32, two scales */
+	ck_assert_uint_eq(tf_kv_row_bytes(TF_KV_FP8, 128, 32), 96 + 64 + 8);
+	ck_assert_uint_eq(tf_kv_row_bytes(TF_KV_FP4, 128, 32), 48 + 64 + 8);
+	float t[128], tb[128];
+	for (int i = 0; i < 128; i++)
+		t[i] = i < 64 ? 1000.0f + i : (float)i / 100;
+	uint8_t tr[168];
+	tf_kv_row_encode(TF_KV_FP8, t, 128, 32, tr);
+	ck_assert_int_eq(tr[160], 127 + 2);  /* ceil(log2(1063 / 448)) = 2 */
+	ck_assert_int_eq(tr[161], 127 - 8);  /* ceil(log2(0.95 / 448)) = ceil(-8.88) */
+	ck_assert_int_eq(tr[162], 0);
+	tf_kv_row_decode(TF_KV_FP8, tr, 128, 32, tb);
+	for (int i = 0; i < 96; i++)
+		ck_assert(fabsf(tb[i] - t[i]) <= fabsf(t[i]) * 0x1p-4f);
 	/* index keys: one fp32 power-of-two scale for the row */
 	uint8_t ik[132];
 	float k[128], kb[128];
@@ -237,7 +251,7 @@ START_TEST(slots_and_config)
 	ck_assert_int_eq(tf_kv_open(kv, &x), TF_OK);
 	ck_assert_int_eq(x, s[1]);
 	tf_kv_free(kv);
-	struct tf_kv_config bad = {.layers = 1, .dim = 100, .rope = 64, .window = 128,
+	struct tf_kv_config bad = {.layers = 1, .dim = 100, .rope = 101, .window = 128,
 				   .slots = 1, .max_positions = 16};
 	ck_assert_int_eq(tf_kv_new(&bad, &kv), TF_ERR_CONFIG);
 	bad.dim = 128;
