@@ -281,6 +281,47 @@ static void select_top(uint64_t *a, size_t n, size_t k)
 	qsort(a, n, sizeof *a, cmp_desc);
 }
 
+/* Row jobs of the selections: per-worker key buffers of `per` keys. */
+struct sel_job {
+	const float *scores;
+	const int32_t *n_vis;
+	int32_t *sel, *n_sel;
+	uint8_t *blocks;
+	uint64_t *keys;
+	int64_t N, per, nblk;
+	int k, bs, topb;
+};
+
+static void topk_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct sel_job *j = ctx;
+	uint64_t *keys = j->keys + (int64_t)worker * j->per;
+	for (size_t r = begin; r < end; r++) {
+		const float *s = j->scores + (int64_t)r * j->N;
+		int32_t *out = j->sel + (int64_t)r * j->k;
+		int64_t n = j->n_vis[r];
+		n = n < 0 ? 0 : n > j->N ? j->N : n;
+		int32_t m = 0;
+		if (n <= j->k) {
+			for (int32_t i = 0; i < n; i++)
+				out[m++] = i;
+		} else {
+			size_t f = 0;
+			for (int64_t i = 0; i < n; i++)
+				if (s[i] > -INFINITY)
+					keys[f++] = rank_key(s[i], (uint32_t)i);
+			size_t take = f < (size_t)j->k ? f : (size_t)j->k;
+			select_top(keys, f, take);
+			for (size_t i = 0; i < take; i++)
+				out[m++] = (int32_t)(0xFFFFFFFFu - (uint32_t)keys[i]);
+			qsort(out, (size_t)m, sizeof *out, cmp_i32);
+		}
+		for (int32_t i = m; i < j->k; i++)
+			out[i] = -1;
+		j->n_sel[r] = m;
+	}
+}
+
 tf_status cpu_index_topk(struct tf_be *be, const struct tf_tensor *scores,
 			 const struct tf_tensor *n_vis, int k, struct tf_tensor *sel,
 			 struct tf_tensor *n_sel)
@@ -294,35 +335,42 @@ tf_status cpu_index_topk(struct tf_be *be, const struct tf_tensor *scores,
 		return st;
 	if (k <= 0)
 		return tf_err(TF_ERR_ARG, "index_topk: k = %d", k);
-	uint64_t *keys = tf_alloc_array((size_t)(N ? N : 1), sizeof *keys);
+	int workers = tf_pool_size(cpu_pool(be));
+	int64_t per = N ? N : 1;
+	uint64_t *keys = tf_alloc_array((size_t)(per * workers), sizeof *keys);
 	if (!keys)
 		return tf_err(TF_ERR_NOMEM, "index_topk: out of memory");
-	for (int64_t r = 0; r < R; r++) {
-		const float *s = (const float *)scores->data + r * N;
-		int32_t *out = (int32_t *)sel->data + r * k;
-		int64_t n = cpu_i32(n_vis)[r];
-		n = n < 0 ? 0 : n > N ? N : n;
-		int32_t m = 0;
-		if (n <= k) {
-			for (int32_t j = 0; j < n; j++)
-				out[m++] = j;
-		} else {
-			size_t f = 0;
-			for (int64_t j = 0; j < n; j++)
-				if (s[j] > -INFINITY)
-					keys[f++] = rank_key(s[j], (uint32_t)j);
-			size_t take = f < (size_t)k ? f : (size_t)k;
-			select_top(keys, f, take);
-			for (size_t i = 0; i < take; i++)
-				out[m++] = (int32_t)(0xFFFFFFFFu - (uint32_t)keys[i]);
-			qsort(out, (size_t)m, sizeof *out, cmp_i32);
-		}
-		for (int32_t i = m; i < k; i++)
-			out[i] = -1;
-		((int32_t *)n_sel->data)[r] = m;
-	}
+	struct sel_job j = {.scores = scores->data, .n_vis = cpu_i32(n_vis), .sel = sel->data,
+			    .n_sel = n_sel->data, .keys = keys, .N = N, .per = per, .k = k};
+	tf_pool_for(cpu_pool(be), (size_t)R, 1, topk_part, &j);
 	free(keys);
 	return TF_OK;
+}
+
+static void blocks_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct sel_job *j = ctx;
+	uint64_t *keys = j->keys + (int64_t)worker * j->per;
+	int bs = j->bs;
+	for (size_t r = begin; r < end; r++) {
+		const float *s = j->scores + (int64_t)r * j->N;
+		uint8_t *mark = j->blocks + (int64_t)r * j->nblk;
+		int64_t n = j->n_vis[r];
+		n = n < 0 ? 0 : n > j->N ? j->N : n;
+		int64_t vb = (n + bs - 1) / bs; /* blocks with a visible row */
+		for (int64_t b = 0; b < vb; b++) {
+			float m = -INFINITY;
+			for (int64_t i = b * bs; i < (b + 1) * bs && i < n; i++)
+				m = s[i] > m ? s[i] : m;
+			if (b == vb - 1)
+				m = INFINITY; /* the newest block is always kept */
+			keys[b] = rank_key(m, (uint32_t)b);
+		}
+		size_t take = vb < j->topb ? (size_t)vb : (size_t)j->topb;
+		select_top(keys, (size_t)vb, take);
+		for (size_t i = 0; i < take; i++)
+			mark[0xFFFFFFFFu - (uint32_t)keys[i]] = 1;
+	}
 }
 
 tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
@@ -338,29 +386,16 @@ tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
 	    (st = cpu_check("candidate_blocks", "scores", scores, DT_F32, R * N)) ||
 	    (st = cpu_check("candidate_blocks", "blocks", blocks, DT_U8, R * nblk)))
 		return st;
-	uint64_t *keys = tf_alloc_array((size_t)(nblk ? nblk : 1), sizeof *keys);
+	int workers = tf_pool_size(cpu_pool(be));
+	int64_t per = nblk ? nblk : 1;
+	uint64_t *keys = tf_alloc_array((size_t)(per * workers), sizeof *keys);
 	if (!keys)
 		return tf_err(TF_ERR_NOMEM, "candidate_blocks: out of memory");
 	memset(blocks->data, 0, (size_t)(R * nblk));
-	for (int64_t r = 0; r < R; r++) {
-		const float *s = (const float *)scores->data + r * N;
-		uint8_t *mark = (uint8_t *)blocks->data + r * nblk;
-		int64_t n = cpu_i32(n_vis)[r];
-		n = n < 0 ? 0 : n > N ? N : n;
-		int64_t vb = (n + bs - 1) / bs; /* blocks with a visible row */
-		for (int64_t b = 0; b < vb; b++) {
-			float m = -INFINITY;
-			for (int64_t j = b * bs; j < (b + 1) * bs && j < n; j++)
-				m = s[j] > m ? s[j] : m;
-			if (b == vb - 1)
-				m = INFINITY; /* the newest block is always kept */
-			keys[b] = rank_key(m, (uint32_t)b);
-		}
-		size_t take = vb < topb ? (size_t)vb : (size_t)topb;
-		select_top(keys, (size_t)vb, take);
-		for (size_t i = 0; i < take; i++)
-			mark[0xFFFFFFFFu - (uint32_t)keys[i]] = 1;
-	}
+	struct sel_job j = {.scores = scores->data, .n_vis = cpu_i32(n_vis),
+			    .blocks = blocks->data, .keys = keys, .N = N, .per = per,
+			    .nblk = nblk, .bs = bs, .topb = topb};
+	tf_pool_for(cpu_pool(be), (size_t)R, 1, blocks_part, &j);
 	free(keys);
 	return TF_OK;
 }

@@ -110,6 +110,34 @@ tf_status cpu_hc_mix(struct tf_be *be, const struct tf_tensor *x, const struct t
 	return TF_OK;
 }
 
+/* Row jobs of collapse, post and the Engram gate: per-worker scratch of
+ * `per` floats. */
+struct rows_job {
+	const struct tf_tensor *x, *b, *kv, *blocked;
+	struct tf_tensor *out;
+	const float *pre, *post, *comb, *qk;
+	float *buf;
+	int64_t S, D, per;
+	float eps, clamp;
+};
+
+static void collapse_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct rows_job *j = ctx;
+	int64_t S = j->S, D = j->D;
+	float *v = cpu_scratch(j->buf, worker, j->per), *xs = v + D;
+	for (size_t r = begin; r < end; r++) {
+		const float *p = j->pre + (int64_t)r * S;
+		memset(v, 0, (size_t)D * sizeof *v);
+		for (int64_t s = 0; s < S; s++) {
+			cpu_load(j->x, ((int64_t)r * S + s) * D, D, xs);
+			for (int64_t d = 0; d < D; d++)
+				v[d] += p[s] * xs[d];
+		}
+		cpu_store(j->out, (int64_t)r * D, D, v);
+	}
+}
+
 tf_status cpu_hc_collapse(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *pre,
 			  struct tf_tensor *c)
 {
@@ -120,22 +148,36 @@ tf_status cpu_hc_collapse(struct tf_be *be, const struct tf_tensor *x, const str
 	    (st = cpu_check("hc_collapse", "pre", pre, DT_F32, R * S)) ||
 	    (st = cpu_check("hc_collapse", "x", x, DT_BF16 | DT_F32, R * S * D)))
 		return st;
-	float *v = tf_alloc_array((size_t)(2 * D), sizeof *v);
-	if (!v)
+	int workers = tf_pool_size(cpu_pool(be));
+	float *buf = tf_alloc_array((size_t)workers, (size_t)(2 * D) * sizeof(float));
+	if (!buf)
 		return tf_err(TF_ERR_NOMEM, "hc_collapse: out of memory");
-	float *xs = v + D;
-	for (int64_t r = 0; r < R; r++) {
-		const float *p = (const float *)pre->data + r * S;
-		memset(v, 0, (size_t)D * sizeof *v);
-		for (int64_t s = 0; s < S; s++) {
-			cpu_load(x, (r * S + s) * D, D, xs);
-			for (int64_t d = 0; d < D; d++)
-				v[d] += p[s] * xs[d];
-		}
-		cpu_store(c, r * D, D, v);
-	}
-	free(v);
+	struct rows_job j = {.x = x, .out = c, .pre = pre->data, .buf = buf, .S = S, .D = D,
+			     .per = 2 * D};
+	tf_pool_for(cpu_pool(be), (size_t)R, 1, collapse_part, &j);
+	free(buf);
 	return TF_OK;
+}
+
+static void post_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct rows_job *j = ctx;
+	int64_t S = j->S, D = j->D;
+	float *v = cpu_scratch(j->buf, worker, j->per), *bf = v + S * D, *o = bf + D;
+	for (size_t r = begin; r < end; r++) {
+		const float *p = j->post + (int64_t)r * S, *c = j->comb + (int64_t)r * S * S;
+		cpu_load(j->x, (int64_t)r * S * D, S * D, v);
+		cpu_load(j->b, (int64_t)r * D, D, bf);
+		for (int64_t t = 0; t < S; t++) {
+			float *ot = o + t * D;
+			for (int64_t d = 0; d < D; d++)
+				ot[d] = p[t] * bf[d];
+			for (int64_t i = 0; i < S; i++)
+				for (int64_t d = 0; d < D; d++)
+					ot[d] += c[i * S + t] * v[i * D + d];
+		}
+		cpu_store(j->out, (int64_t)r * S * D, S * D, o);
+	}
 }
 
 tf_status cpu_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *b,
@@ -151,28 +193,48 @@ tf_status cpu_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct 
 	    (st = cpu_check("hc_post", "x", x, DT_BF16 | DT_F32, R * S * D)) ||
 	    (st = cpu_check("hc_post", "out", out, DT_BF16 | DT_F32, R * S * D)))
 		return st;
-	/* in: S streams + b; out: S streams, all fp32 before the one rounding */
-	float *v = tf_alloc_array((size_t)((2 * S + 1) * D), sizeof *v);
-	if (!v)
+	/* a row reads its S streams and b before writing: out may alias x */
+	int64_t per = (2 * S + 1) * D;
+	int workers = tf_pool_size(cpu_pool(be));
+	float *buf = tf_alloc_array((size_t)workers, (size_t)per * sizeof(float));
+	if (!buf)
 		return tf_err(TF_ERR_NOMEM, "hc_post: out of memory");
-	float *bf = v + S * D, *o = bf + D;
-	for (int64_t r = 0; r < R; r++) {
-		const float *p = (const float *)post->data + r * S;
-		const float *c = (const float *)comb->data + r * S * S;
-		cpu_load(x, r * S * D, S * D, v);
-		cpu_load(b, r * D, D, bf);
-		for (int64_t jj = 0; jj < S; jj++) {
-			float *oj = o + jj * D;
-			for (int64_t d = 0; d < D; d++)
-				oj[d] = p[jj] * bf[d];
-			for (int64_t i = 0; i < S; i++)
-				for (int64_t d = 0; d < D; d++)
-					oj[d] += c[i * S + jj] * v[i * D + d];
-		}
-		cpu_store(out, r * S * D, S * D, o);
-	}
-	free(v);
+	struct rows_job j = {.x = x, .b = b, .out = out, .post = post->data, .comb = comb->data,
+			     .buf = buf, .S = S, .D = D, .per = per};
+	tf_pool_for(cpu_pool(be), (size_t)R, 1, post_part, &j);
+	free(buf);
 	return TF_OK;
+}
+
+static void engram_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct rows_job *j = ctx;
+	int64_t S = j->S, D = j->D;
+	float *h = cpu_scratch(j->buf, worker, j->per), *key = h + D, *val = key + D;
+	float sd = sqrtf((float)D);
+	for (size_t rr = begin; rr < end; rr++) {
+		int64_t r = (int64_t)rr;
+		int off = j->blocked && ((const uint8_t *)j->blocked->data)[r];
+		cpu_load(j->kv, (r * (S + 1) + S) * D, D, val);
+		for (int64_t s = 0; s < S; s++) {
+			cpu_load(j->x, (r * S + s) * D, D, h);
+			float gate = 0;
+			if (!off) {
+				cpu_load(j->kv, (r * (S + 1) + s) * D, D, key);
+				const float *qs = j->qk + s * D;
+				float acc = 0;
+				for (int64_t d = 0; d < D; d++)
+					acc += h[d] * qs[d] * key[d];
+				float dot = acc * cpu_rms_scale(h, D, j->eps) *
+					    cpu_rms_scale(key, D, j->eps) / sd;
+				float mag = sqrtf(fabsf(dot) > j->clamp ? fabsf(dot) : j->clamp);
+				gate = sigmoid(dot < 0 ? -mag : mag); /* sgn(0) = +1 */
+			}
+			for (int64_t d = 0; d < D; d++)
+				h[d] = h[d] + gate * val[d];
+			cpu_store(j->out, (r * S + s) * D, D, h);
+		}
+	}
 }
 
 tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *kv,
@@ -188,33 +250,13 @@ tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const str
 	    (st = cpu_check("engram_gate", "out", out, DT_BF16 | DT_F32, R * S * D)) ||
 	    (blocked && (st = cpu_check("engram_gate", "blocked", blocked, DT_U8, R))))
 		return st;
-	float *h = tf_alloc_array((size_t)(3 * D), sizeof *h);
-	if (!h)
+	int workers = tf_pool_size(cpu_pool(be));
+	float *buf = tf_alloc_array((size_t)workers, (size_t)(3 * D) * sizeof(float));
+	if (!buf)
 		return tf_err(TF_ERR_NOMEM, "engram_gate: out of memory");
-	float *key = h + D, *val = key + D;
-	const float *q = qk->data;
-	float sd = sqrtf((float)D);
-	for (int64_t r = 0; r < R; r++) {
-		int off = blocked && ((const uint8_t *)blocked->data)[r];
-		cpu_load(kv, (r * (S + 1) + S) * D, D, val);
-		for (int64_t s = 0; s < S; s++) {
-			cpu_load(x, (r * S + s) * D, D, h);
-			float gate = 0;
-			if (!off) {
-				cpu_load(kv, (r * (S + 1) + s) * D, D, key);
-				const float *qs = q + s * D;
-				float acc = 0;
-				for (int64_t d = 0; d < D; d++)
-					acc += h[d] * qs[d] * key[d];
-				float dot = acc * cpu_rms_scale(h, D, eps) * cpu_rms_scale(key, D, eps) / sd;
-				float mag = sqrtf(fabsf(dot) > clamp ? fabsf(dot) : clamp);
-				gate = sigmoid(dot < 0 ? -mag : mag);
-			}
-			for (int64_t d = 0; d < D; d++)
-				h[d] = h[d] + gate * val[d];
-			cpu_store(out, (r * S + s) * D, D, h);
-		}
-	}
-	free(h);
+	struct rows_job j = {.x = x, .kv = kv, .blocked = blocked, .out = out, .qk = qk->data,
+			     .buf = buf, .S = S, .D = D, .per = 3 * D, .eps = eps, .clamp = clamp};
+	tf_pool_for(cpu_pool(be), (size_t)R, 1, engram_part, &j);
+	free(buf);
 	return TF_OK;
 }
