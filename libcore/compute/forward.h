@@ -26,7 +26,7 @@
 /* A projection y = x W^T: dense W [N, K] (bf16/f16/f32) or EXL3 weights. */
 struct tf_lin {
 	struct tf_tensor w;
-	const struct tf_exl3_weight *q; /* when set, w is unused */
+	const struct tf_exl3_layer *q;  /* when set, w is unused */
 };
 
 #define TF_FWD_MAX_GROUPS 16

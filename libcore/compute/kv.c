@@ -231,8 +231,12 @@ static tf_status check_config(const struct tf_kv_config *c)
 		if (c->ratio[s] != 1 && c->ratio[s] != 2)
 			return tf_err(TF_ERR_CONFIG, "kv: source %d has ratio %d (1 or 2)", s,
 				      c->ratio[s]);
-	if (c->pool_fmt != TF_KV_FP8 && c->pool_fmt != TF_KV_FP4)
-		return tf_err(TF_ERR_CONFIG, "kv: pool rows are FP8 or FP4");
+	if (c->window_fmt != TF_KV_FP8 && c->window_fmt != TF_KV_BF16)
+		return tf_err(TF_ERR_CONFIG, "kv: window rows are FP8 or BF16");
+	if (c->pool_fmt != TF_KV_FP8 && c->pool_fmt != TF_KV_FP4 && c->pool_fmt != TF_KV_BF16)
+		return tf_err(TF_ERR_CONFIG, "kv: pool rows are FP8, FP4 or BF16");
+	if (c->pool_fmt == TF_KV_FP4 && (c->dim - c->rope) % 2)
+		return tf_err(TF_ERR_CONFIG, "kv: FP4 rows need an even number of values");
 	if (c->index_fmt != TF_KV_FP8 && c->index_fmt != TF_KV_BF16)
 		return tf_err(TF_ERR_CONFIG, "kv: index keys are FP8 or BF16");
 	if (c->sources && (c->index_dim <= 0 || c->pages < 1))
@@ -276,7 +280,7 @@ tf_status tf_kv_new(const struct tf_kv_config *cfg, struct tf_kv **out)
 	kv->cfg = *cfg;
 	if (!cfg->sources)
 		kv->cfg.pages = 0;
-	kv->win_bytes = tf_kv_row_bytes(TF_KV_FP8, cfg->dim, cfg->rope);
+	kv->win_bytes = tf_kv_row_bytes(cfg->window_fmt, cfg->dim, cfg->rope);
 	kv->pool_bytes = tf_kv_row_bytes(cfg->pool_fmt, cfg->dim, cfg->rope);
 	kv->ik_bytes = tf_kv_ik_bytes(cfg->index_fmt, cfg->index_dim);
 	kv->max_pages = (cfg->max_positions + TF_KV_PAGE - 1) / TF_KV_PAGE;
@@ -470,7 +474,7 @@ void tf_kv_window_put(struct tf_kv *kv, int seq, int layer, int64_t pos, const f
 {
 	struct seq *q = &kv->seqs[seq];
 	uint8_t *r = q->ring + ((size_t)layer * TF_KV_RING + (size_t)(pos % TF_KV_RING)) * kv->win_bytes;
-	tf_kv_row_encode(TF_KV_FP8, row, kv->cfg.dim, kv->cfg.rope, r);
+	tf_kv_row_encode(kv->cfg.window_fmt, row, kv->cfg.dim, kv->cfg.rope, r);
 }
 
 void tf_kv_window_get(const struct tf_kv *kv, int seq, int layer, int64_t pos, float *row)
@@ -478,7 +482,7 @@ void tf_kv_window_get(const struct tf_kv *kv, int seq, int layer, int64_t pos, f
 	const struct seq *q = &kv->seqs[seq];
 	const uint8_t *r =
 		q->ring + ((size_t)layer * TF_KV_RING + (size_t)(pos % TF_KV_RING)) * kv->win_bytes;
-	tf_kv_row_decode(TF_KV_FP8, r, kv->cfg.dim, kv->cfg.rope, row);
+	tf_kv_row_decode(kv->cfg.window_fmt, r, kv->cfg.dim, kv->cfg.rope, row);
 }
 
 /* The bytes of pool row w of src (ik selects the index-key region); on a

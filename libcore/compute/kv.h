@@ -5,7 +5,8 @@
  *  - a window ring per layer: ring rows (256), slot p mod ring, each row the
  *    layer's roped latent for position p in the fp8_ds_mla format (584 B for
  *    512 dims: 448 e4m3 values in 7 groups of 64 with a UE8M0 exponent each,
- *    64 RoPE dims in bf16, 7 scale bytes and a pad);
+ *    64 RoPE dims in bf16, 7 scale bytes and a pad), or plain bf16 when the
+ *    config asks (comparisons with an unquantised reference);
  *  - a page table over the shared paged pool: a page covers 256 positions
  *    and holds, for each KV source (ratio r), its 256/r compressed pool rows
  *    (fp8_ds_mla, or FP4) and index keys (e4m3 with one fp32 power-of-two
@@ -48,7 +49,8 @@ struct tf_kv_config {
 	int window;        /* attention window (128), at most TF_KV_RING */
 	int sources;       /* KV sources (4) */
 	int ratio[TF_KV_MAX_SRC];     /* each source's compression ratio, 1 or 2 */
-	enum tf_kv_row_fmt pool_fmt;  /* TF_KV_FP8 (default) or TF_KV_FP4 */
+	enum tf_kv_row_fmt window_fmt;/* TF_KV_FP8 (default) or TF_KV_BF16 (unquantised) */
+	enum tf_kv_row_fmt pool_fmt;  /* TF_KV_FP8 (default), TF_KV_FP4 or TF_KV_BF16 */
 	enum tf_kv_row_fmt index_fmt; /* TF_KV_FP8 (132 B) or TF_KV_BF16 */
 	int64_t pages;     /* pool capacity */
 	int slots;         /* sequences at once */

@@ -75,9 +75,8 @@ void tf_rope_freqs_yarn(struct tf_rope_freqs *rf, int dim, double theta, double 
 
 /* Sampling settings of one row (sample.h has the rules). */
 struct tf_sample_params;
-/* EXL3 weights: defined by model/exl3.h (the EXL3 codec). */
-struct tf_exl3_weight;
-struct tf_exl3_experts;
+/* One EXL3 projection (trellis, suh, svh, geometry): model/exl3.h. */
+struct tf_exl3_layer;
 
 struct tf_be;
 
@@ -105,13 +104,14 @@ struct tf_ops {
 	/* The EXL3 matmul, y[R,N] = x[R,K] . W (exl3-format.md: fp16 Hadamard-
 	 * rotated activations): x bf16, y f32 or bf16. Filled by the EXL3
 	 * codec's backend part; NULL until it lands. */
-	tf_status (*exl3_matmul)(struct tf_be *be, const struct tf_exl3_weight *w,
+	tf_status (*exl3_matmul)(struct tf_be *be, const struct tf_exl3_layer *w,
 				 const struct tf_tensor *x, struct tf_tensor *y);
-	/* Ragged experts: rows of x grouped by expert, group g = rows
+	/* Ragged experts: experts[0..n_experts) are one projection's experts
+	 * (widths may differ); rows of x are grouped by expert, group g = rows
 	 * offsets[g]..offsets[g+1]-1 through expert expert_ids[g] (int32 [G] and
 	 * [G+1]); y rows in the same order. */
-	tf_status (*exl3_matmul_experts)(struct tf_be *be, const struct tf_exl3_experts *w,
-					 const struct tf_tensor *expert_ids,
+	tf_status (*exl3_matmul_experts)(struct tf_be *be, const struct tf_exl3_layer *experts,
+					 int n_experts, const struct tf_tensor *expert_ids,
 					 const struct tf_tensor *offsets, const struct tf_tensor *x,
 					 struct tf_tensor *y);
 

@@ -263,6 +263,37 @@ START_TEST(slots_and_config)
 }
 END_TEST
 
+START_TEST(bf16_rows)
+{
+	struct tf_kv_config c = {.layers = 1, .dim = 128, .rope = 32, .index_dim = 32,
+				 .window = 4, .sources = 1, .ratio = {1},
+				 .window_fmt = TF_KV_BF16, .pool_fmt = TF_KV_BF16,
+				 .index_fmt = TF_KV_BF16, .pages = 2, .slots = 1,
+				 .max_positions = 512};
+	struct tf_kv *kv;
+	int s;
+	float v[128], got[128];
+	ck_assert_int_eq(tf_kv_new(&c, &kv), TF_OK);
+	ck_assert_int_eq(tf_kv_open(kv, &s), TF_OK);
+	ck_assert_int_eq(tf_kv_reserve(kv, s, 300), TF_OK);
+	for (int i = 0; i < 128; i++)
+		v[i] = (float)i / 3 - 20;
+	tf_kv_window_put(kv, s, 0, 299, v);
+	tf_kv_window_get(kv, s, 0, 299, got);
+	for (int i = 0; i < 128; i++)
+		ck_assert(got[i] == tf_round_bf16(v[i]));
+	ck_assert_int_eq(tf_kv_pool_put(kv, s, 0, 299, v), TF_OK);
+	ck_assert_int_eq(tf_kv_pool_get(kv, s, 0, 299, got), TF_OK);
+	for (int i = 0; i < 128; i++)
+		ck_assert(got[i] == tf_round_bf16(v[i]));
+	ck_assert_int_eq(tf_kv_ik_put(kv, s, 0, 5, v), TF_OK);
+	ck_assert_int_eq(tf_kv_ik_get(kv, s, 0, 5, got), TF_OK);
+	for (int i = 0; i < 32; i++)
+		ck_assert(got[i] == tf_round_bf16(v[i]));
+	tf_kv_free(kv);
+}
+END_TEST
+
 Suite *suite_kv(void)
 {
 	Suite *s = suite_create("kv");
@@ -272,6 +303,7 @@ Suite *suite_kv(void)
 	tcase_add_test(tc, row_formats);
 	tcase_add_test(tc, pool_fork_rollback);
 	tcase_add_test(tc, slots_and_config);
+	tcase_add_test(tc, bf16_rows);
 	suite_add_tcase(s, tc);
 	return s;
 }
