@@ -199,11 +199,14 @@ int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv)
 			tf_die(78, "%s: %s", o->env, tf_errmsg(st));
 	}
 
+	/* Static tables: --help and misuse exit from inside the loop. */
+	enum { MAXOPTS = 96 };
+	static struct option lo[MAXOPTS + 6];
+	static char so[2 * MAXOPTS + 16];
 	size_t n = cli->nopts;
-	struct option *lo = calloc(n + 6, sizeof *lo);
-	char *so = calloc(2 * n + 16, 1);
-	if (!lo || !so)
-		tf_die(71, "out of memory");
+	if (n > MAXOPTS)
+		tf_die(70, "%s: more than %d options", cli->name, MAXOPTS);
+	memset(lo, 0, sizeof lo);
 	char *sp = so;
 	*sp++ = ':'; /* report a missing argument as ':' */
 	for (size_t i = 0; i < n; i++) {
@@ -254,7 +257,5 @@ int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv)
 			tf_usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	free(lo);
-	free(so);
 	return optind;
 }

@@ -314,7 +314,7 @@ tf_status tf_st_writer_add(struct tf_st_writer *w, const char *name, enum tf_dty
 		return tf_err(TF_ERR_ARG, "tensor '%s': does not end on a byte", name);
 	t->end = numel * tf_dtype_bits(dtype) / 8; /* its size until laid out */
 	w->n++;
-	return TF_OK;
+	return tf_hmap_put_str(&w->by_name, t->name, strlen(t->name), w->n - 1);
 }
 
 tf_status tf_st_writer_meta(struct tf_st_writer *w, const char *key, const char *value)
@@ -341,6 +341,7 @@ tf_status tf_st_writer_begin(struct tf_st_writer *w)
 	if (!hdr)
 		return tf_err(TF_ERR_NOMEM, "out of memory");
 	qsort(w->t, w->n, sizeof *w->t, by_align_name);
+	tf_hmap_release(&w->by_name); /* re-keyed to the laid-out order below */
 	if (json_object_size(w->metadata))
 		json_object_set(hdr, "__metadata__", w->metadata);
 	uint64_t at = 0;
