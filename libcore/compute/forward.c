@@ -3,11 +3,13 @@
 #include "compute/forward.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/f16.h"
+#include "compute/phases.h"
 
 #define MAX_TMP 64
 
@@ -24,6 +26,8 @@ struct tf_fwd {
 	tf_engram_rows_fn engram;
 	void *engram_ctx;
 	struct tf_rope_freqs plain, yarn;
+	struct tf_phases *ph;
+	int ph_embed, ph_head, ph_layer[TF_CONFIG_MAX_LAYERS][3]; /* engram, attn, moe */
 	/* per call */
 	struct tf_tensor tmp[MAX_TMP];
 	int ntmp;
@@ -154,6 +158,20 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
 		tf_rope_freqs_plain(&f->yarn, (int)c->rope_dim, c->compress_rope_theta);
 	*out = f;
 	return TF_OK;
+}
+
+void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p)
+{
+	char name[32];
+	static const char *const part[3] = {"engram", "attn", "moe"};
+	f->ph = p;
+	f->ph_embed = tf_phases_id(p, "embed");
+	f->ph_head = tf_phases_id(p, "head");
+	for (uint32_t L = 0; L < f->c->layers && L < TF_CONFIG_MAX_LAYERS; L++)
+		for (int i = 0; i < 3; i++) {
+			snprintf(name, sizeof name, "L%u.%s", L, part[i]);
+			f->ph_layer[L][i] = tf_phases_id(p, name);
+		}
 }
 
 void tf_fwd_free(struct tf_fwd *f)
@@ -631,7 +649,10 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 		    (st = tmp_new(f, &post[i], TF_DT_F32, 2, R, S, 1)) ||
 		    (st = tmp_new(f, &comb[i], TF_DT_F32, 3, R, S, S)))
 			return st;
-	if ((st = be->ops->embed(be, &w->embed, 0, ids, X))) /* §2 */
+	tf_phase_begin(f->ph, f->ph_embed);
+	st = be->ops->embed(be, &w->embed, 0, ids, X); /* §2 */
+	tf_phase_end(f->ph, f->ph_embed);
+	if (st)
 		return st;
 	for (int i = 0; i < R; i++) /* the identity pre: [1, 0, 0, 0] */
 		for (int64_t s = 0; s < S; s++)
@@ -639,32 +660,47 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 	const float eps = c->eps;
 	for (uint32_t L = 0; L < c->layers && !st; L++) { /* §4 */
 		const struct tf_fwd_layer *lw = &w->layers[L];
-		if (tf_config_is_engram(c, L) && (st = engram(f, L, X)))
+		const int *ph = f->ph_layer[L];
+		if (tf_config_is_engram(c, L)) {
+			tf_phase_begin(f->ph, ph[0]);
+			st = engram(f, L, X);
+			tf_phase_end(f->ph, ph[0]);
+			if (st)
+				break;
+		}
+		tf_phase_begin(f->ph, ph[1]);
+		if (!(st = be->ops->hc_mix(be, X, &lw->hc_fn[0], &lw->hc_base[0], &lw->hc_scale[0],
+					   eps, c->hc_eps, (int)c->hc_sinkhorn_iters,
+					   c->hc_post_alpha, pre[0], post[0], comb[0])) &&
+		    !(st = be->ops->hc_collapse(be, X, pre_in, cl)) &&
+		    !(st = be->ops->rmsnorm(be, cl, &lw->attn_norm, eps, xin)) &&
+		    !(st = attention(f, L, xin, br)))
+			st = be->ops->hc_post(be, X, br, post[0], comb[0], X);
+		tf_phase_end(f->ph, ph[1]);
+		if (st)
 			break;
-		if ((st = be->ops->hc_mix(be, X, &lw->hc_fn[0], &lw->hc_base[0], &lw->hc_scale[0], eps,
-					  c->hc_eps, (int)c->hc_sinkhorn_iters, c->hc_post_alpha,
-					  pre[0], post[0], comb[0])) ||
-		    (st = be->ops->hc_collapse(be, X, pre_in, cl)) ||
-		    (st = be->ops->rmsnorm(be, cl, &lw->attn_norm, eps, xin)) ||
-		    (st = attention(f, L, xin, br)) ||
-		    (st = be->ops->hc_post(be, X, br, post[0], comb[0], X)) ||
-		    (st = be->ops->hc_mix(be, X, &lw->hc_fn[1], &lw->hc_base[1], &lw->hc_scale[1], eps,
-					  c->hc_eps, (int)c->hc_sinkhorn_iters, c->hc_post_alpha,
-					  pre[1], post[1], comb[1])) ||
-		    (st = be->ops->hc_collapse(be, X, pre[0], cl)) ||
-		    (st = be->ops->rmsnorm(be, cl, &lw->ffn_norm, eps, xin)) ||
-		    (st = moe(f, L, xin, br)) ||
-		    (st = be->ops->hc_post(be, X, br, post[1], comb[1], X)))
+		tf_phase_begin(f->ph, ph[2]);
+		if (!(st = be->ops->hc_mix(be, X, &lw->hc_fn[1], &lw->hc_base[1], &lw->hc_scale[1],
+					   eps, c->hc_eps, (int)c->hc_sinkhorn_iters,
+					   c->hc_post_alpha, pre[1], post[1], comb[1])) &&
+		    !(st = be->ops->hc_collapse(be, X, pre[0], cl)) &&
+		    !(st = be->ops->rmsnorm(be, cl, &lw->ffn_norm, eps, xin)) &&
+		    !(st = moe(f, L, xin, br)))
+			st = be->ops->hc_post(be, X, br, post[1], comb[1], X);
+		tf_phase_end(f->ph, ph[2]);
+		if (st)
 			break;
 		memcpy(pre_in->data, pre[1]->data, (size_t)(R * S) * sizeof(float));
 	}
 	if (st)
 		return st;
 	struct tf_tensor out = tf_tensor_make(logits, TF_DT_F32, 2, (int64_t)R, (int64_t)c->vocab);
-	if ((st = be->ops->hc_collapse(be, X, pre_in, cl)) || /* §12 */
-	    (st = be->ops->rmsnorm(be, cl, &w->norm, eps, xin)))
-		return st;
-	return lin(f, &w->head, xin, &out);
+	tf_phase_begin(f->ph, f->ph_head);
+	if (!(st = be->ops->hc_collapse(be, X, pre_in, cl)) && /* §12 */
+	    !(st = be->ops->rmsnorm(be, cl, &w->norm, eps, xin)))
+		st = lin(f, &w->head, xin, &out);
+	tf_phase_end(f->ph, f->ph_head);
+	return st;
 }
 
 tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,

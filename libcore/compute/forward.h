@@ -77,6 +77,11 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
 		     struct tf_fwd **out);
 void tf_fwd_free(struct tf_fwd *f);
 
+struct tf_phases;
+/* Time the call's phases on p (phases.h; NULL: off): "embed", "L<i>.engram",
+ * "L<i>.attn", "L<i>.moe" for each block, "head". p is borrowed. */
+void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p);
+
 /* Run R rows: ids, positions and sequence slots per row; logits [R, vocab]
  * f32 out (host memory). Reserves the sequences' pages and commits their
  * new lengths. TF_ERR_ARG when rows do not continue their sequences. */

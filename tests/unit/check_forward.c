@@ -12,6 +12,7 @@
 #include "base/f16.h"
 #include "base/rng.h"
 #include "compute/forward.h"
+#include "compute/phases.h"
 
 struct model {
 	struct tf_config c;
@@ -273,6 +274,19 @@ START_TEST(batch_equals_alone)
 	same(alone, batch, (size_t)(A + B) * V, "batch vs alone");
 	run(&g, sa, ia + A, 6, tail_batch);
 	same(tail_alone, tail_batch, (size_t)6 * V, "continuation after a batch");
+	/* phases: each block's parts and the head are timed per call */
+	struct tf_phases *ph;
+	ck_assert_int_eq(tf_phases_new(TF_PHASES_HOST, NULL, &ph), TF_OK);
+	tf_fwd_set_phases(g.f, ph);
+	run(&g, sb, ib, 2, tail_batch);
+	char *js = tf_phases_json(ph);
+	ck_assert_ptr_nonnull(strstr(js, "\"L1.engram\":{\"ms\":"));
+	ck_assert_ptr_nonnull(strstr(js, "\"L7.moe\":{\"ms\":"));
+	ck_assert_ptr_nonnull(strstr(js, "\"head\":{\"ms\":"));
+	ck_assert_ptr_null(strstr(js, "\"L0.engram\":{\"ms\":0.000,\"n\":1"));
+	free(js);
+	tf_fwd_set_phases(g.f, NULL);
+	tf_phases_free(ph);
 	/* rows that do not continue their sequence are refused */
 	pos[0] = 3;
 	ck_assert_int_eq(tf_fwd_run(g.f, 1, both, pos, seq, batch), TF_ERR_ARG);
