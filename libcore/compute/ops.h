@@ -97,7 +97,8 @@ struct tf_ops {
 
 	/* y[R,N] = x[R,K] . W[N,K]^T with fp32 accumulation. x: f32/bf16/f16;
 	 * W: f32/bf16/f16 (dense weights: the router gate, weights_proj, test
-	 * packs); y: f32 (kept) or bf16 (rounded once). */
+	 * packs); y: f32 (kept) or bf16 (rounded once). The head is this op
+	 * (or exl3_matmul) with an f32 y: logits are never rounded (spec §12). */
 	tf_status (*linear)(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
 			    struct tf_tensor *y);
 

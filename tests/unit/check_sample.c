@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/f16.h"
 #include "base/file.h"
 #include "compute/ops.h"
 #include "compute/sample.h"
@@ -126,6 +127,53 @@ START_TEST(batched_equals_alone)
 	tf_sampler_free(s);
 	tf_be_free(be);
 	free(logits);
+}
+END_TEST
+
+/* The nucleus path from candidates and rank statistics picks what the whole
+ * row picks whenever it decides (random rows, one and two ranks). */
+START_TEST(nucleus_equals_whole_row)
+{
+	enum { V = 2048, K = 64 };
+	struct tf_sampler *s, *one;
+	ck_assert_int_eq(tf_sampler_new(V, &s), TF_OK);
+	ck_assert_int_eq(tf_sampler_new(V, &one), TF_OK);
+	float lg[V], cv[V];
+	int32_t ci[V], top[K];
+	float tlp[K];
+	int decided = 0, fell = 0;
+	for (int trial = 0; trial < 200; trial++) {
+		double spread = trial % 3 == 0 ? 0.3 : 2.5;
+		for (int i = 0; i < V; i++)
+			lg[i] = tf_round_bf16((float)(sin(i * 1.7 + trial * 0.31) * spread * 3 +
+						      (i % 97 == trial % 97 ? 5 : 0)));
+		struct tf_sample_params p = {.seed = (uint64_t)trial * 7919, .temperature = 0.5 + trial % 4 * 0.3,
+					     .top_p = trial % 2 ? 0.8 : 0.95,
+					     .min_p = trial % 5 == 0 ? 0.05 : 0};
+		int world = 1 + trial % 2, part = V / world;
+		struct tf_sample_stats st[2];
+		size_t n = 0;
+		for (int w = 0; w < world; w++) {
+			tf_sample_stats(lg + w * part, (size_t)part, p.temperature, &st[w]);
+			tf_sample_logprobs(one, lg + w * part, (size_t)part, -1, K, NULL, top, tlp);
+			for (int i = 0; i < K; i++) {
+				cv[n] = lg[w * part + top[i]];
+				ci[n++] = w * part + top[i];
+			}
+		}
+		int32_t tok;
+		uint64_t pos = 1000 + (uint64_t)trial;
+		if (tf_sample_nucleus(s, cv, ci, n, K, st, world, pos, &p, &tok)) {
+			decided++;
+			ck_assert_int_eq(tok, tf_sample_row(s, lg, V, pos, &p));
+		} else {
+			fell++;
+		}
+	}
+	ck_assert_int_gt(decided, 50);
+	ck_assert_int_gt(fell, 5);
+	tf_sampler_free(s);
+	tf_sampler_free(one);
 }
 END_TEST
 
@@ -269,6 +317,7 @@ Suite *suite_sample(void)
 	tcase_add_test(tc, pairwise_order);
 	tcase_add_test(tc, greedy_and_hand_rows);
 	tcase_add_test(tc, batched_equals_alone);
+	tcase_add_test(tc, nucleus_equals_whole_row);
 	tcase_add_test(tc, reference_goldens);
 	suite_add_tcase(s, tc);
 	return s;
