@@ -5,7 +5,7 @@
  * fp32 against fp64 sums; the worst logit difference is printed and bounded. */
 #include "forward_model.h"
 
-#define TT 20
+#define TT 12
 
 static int cur_row;
 /* A row whose reference made a discrete choice (expert routing, index
@@ -55,8 +55,14 @@ static void mv(const struct tf_tensor *W, const double *x, int64_t K, int64_t N,
 {
 	for (int64_t n = 0; n < N; n++) {
 		double s = 0;
-		for (int64_t k = 0; k < K; k++)
-			s += x[k] * val(W, n * K + k);
+		if (W->dt == TF_DT_BF16) {
+			const uint16_t *w = (const uint16_t *)W->data + n * K;
+			for (int64_t k = 0; k < K; k++)
+				s += x[k] * tf_bf16_to_f32(w[k]);
+		} else {
+			for (int64_t k = 0; k < K; k++)
+				s += x[k] * val(W, n * K + k);
+		}
 		y[n] = round ? bfr(s) : s;
 	}
 }
@@ -655,8 +661,8 @@ Suite *suite_forward_ref(void)
 	Suite *s = suite_create("forward_ref");
 	TCase *tc = tcase_create("forward_ref");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, reference_keep_all, 0, 3);
-	tcase_add_loop_test(tc, reference_with_selection, 0, 3);
+	tcase_add_loop_test(tc, reference_keep_all, 0, 2);
+	tcase_add_loop_test(tc, reference_with_selection, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
