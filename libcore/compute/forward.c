@@ -703,12 +703,43 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 	return st;
 }
 
+/* Rows of one sequence per pass at most: a pass writes every window row
+ * before any row attends, so its positions must not share a ring slot with
+ * the window of its first row. */
+static int64_t pass_cap(const struct tf_fwd *f)
+{
+	return TF_KV_RING - (int64_t)f->c->window;
+}
+
+/* A call with a sequence longer than pass_cap: one pass per chunk of each
+ * sequence in turn (equal to one pass: chunked prefill is exact). */
+static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			   const int *seq, float *logits)
+{
+	int64_t cap = pass_cap(f), V = f->c->vocab;
+	for (int i = 0; i < R;) {
+		int n = 1;
+		while (i + n < R && seq[i + n] == seq[i] && n < cap)
+			n++;
+		tf_status st = tf_fwd_run(f, n, ids + i, pos + i, seq + i, logits + (int64_t)i * V);
+		if (st)
+			return st;
+		i += n;
+	}
+	return TF_OK;
+}
+
 tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 		     const int *seq, float *logits)
 {
 	const struct tf_config *c = f->c;
 	if (R < 1)
 		return tf_err(TF_ERR_ARG, "forward: %d rows", R);
+	for (int i = 0, run = 1; i + 1 < R; i++) {
+		run = seq[i + 1] == seq[i] ? run + 1 : 1;
+		if (run > pass_cap(f))
+			return run_split(f, R, ids, pos, seq, logits);
+	}
 	for (int i = 0; i < R; i++)
 		if (ids[i] < 0 || (uint32_t)ids[i] >= c->vocab)
 			return tf_err(TF_ERR_ARG, "forward: token %d outside the vocabulary of %u",

@@ -208,6 +208,54 @@ START_TEST(fork_and_rollback_equal_recompute)
 }
 END_TEST
 
+/* A prefill longer than the window ring (256 rows) in one call equals the
+ * same tokens in chunks: the call runs in passes that fit the ring. */
+START_TEST(long_prefill_in_one_call)
+{
+	struct model *m = malloc(sizeof *m);
+	build(m, 5);
+	m->c.layers = 3; /* swa, swa with Engram, a ratio-2 KV source: quick */
+	int V = (int)m->c.vocab;
+	enum { N = 300 };
+	int32_t *ids = malloc(sizeof(int32_t) * N);
+	int64_t *pos = malloc(sizeof(int64_t) * N);
+	int *seq = malloc(sizeof(int) * N);
+	tokens(ids, N, 9);
+	float *one = malloc(sizeof(float) * N * V), *chunks = malloc(sizeof(float) * N * V);
+	struct tf_be *be;
+	struct tf_kv *kv;
+	struct tf_fwd *f;
+	struct tf_kv_config kc;
+	ck_assert_int_eq(tf_cpu_be_new(2, &be), TF_OK);
+	tf_fwd_kv_config(&m->c, 8, 2, 1024, &kc);
+	ck_assert_int_eq(tf_kv_new(&kc, &kv), TF_OK);
+	ck_assert_int_eq(tf_fwd_new(be, &m->c, &m->w, kv, engram_rows, NULL, &f), TF_OK);
+	int a, b;
+	ck_assert_int_eq(tf_kv_open(kv, &a), TF_OK);
+	ck_assert_int_eq(tf_kv_open(kv, &b), TF_OK);
+	for (int i = 0; i < N; i++) {
+		pos[i] = i;
+		seq[i] = a;
+	}
+	ck_assert_int_eq(tf_fwd_run(f, N, ids, pos, seq, one), TF_OK);
+	for (int i = 0; i < N; i++)
+		seq[i] = b;
+	for (int i = 0; i < N; i += 100)
+		ck_assert_int_eq(tf_fwd_run(f, 100, ids + i, pos + i, seq + i, chunks + i * V), TF_OK);
+	same(one, chunks, (size_t)N * V, "300 rows in one call vs chunks of 100");
+	tf_fwd_free(f);
+	tf_kv_free(kv);
+	tf_be_free(be);
+	free(ids);
+	free(pos);
+	free(seq);
+	free(one);
+	free(chunks);
+	unbuild(m);
+	free(m);
+}
+END_TEST
+
 Suite *suite_forward(void)
 {
 	Suite *s = suite_create("forward");
@@ -216,6 +264,7 @@ Suite *suite_forward(void)
 	tcase_add_loop_test(tc, decode_equals_prefill, 0, 2);
 	tcase_add_test(tc, batch_equals_alone);
 	tcase_add_test(tc, fork_and_rollback_equal_recompute);
+	tcase_add_test(tc, long_prefill_in_one_call);
 	suite_add_tcase(s, tc);
 	return s;
 }
