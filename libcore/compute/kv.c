@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/f16.h"
+#include "model/engram_rows.h"
 
 struct seq {
 	int open;
@@ -31,40 +32,6 @@ struct tf_kv {
 };
 
 /* ---- number formats ---- */
-
-uint8_t tf_e4m3_encode(float x)
-{
-	uint8_t s = signbit(x) ? 0x80 : 0;
-	float a = fabsf(x);
-	if (a != a)
-		return 0x7F;
-	if (a >= 448.0f)
-		return s | 0x7E;
-	int e;
-	frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): a = 1.m 2^(e-1) */
-	int E = e - 1;
-	if (a == 0 || E < -6) { /* subnormal: steps of 2^-9 (code 8 is 2^-6) */
-		float q = rintf(ldexpf(a, 9));
-		return s | (uint8_t)q;
-	}
-	int q = (int)rintf(ldexpf(a, 3 - E)); /* 8..16 */
-	if (q == 16) {
-		E++;
-		q = 8;
-	}
-	int code = (E + 7) << 3 | (q - 8);
-	return s | (uint8_t)(code > 0x7E ? 0x7E : code);
-}
-
-float tf_e4m3_decode(uint8_t b)
-{
-	int e = (b >> 3) & 15, m = b & 7;
-	float v;
-	if ((b & 0x7F) == 0x7F)
-		return NAN;
-	v = e ? ldexpf((float)(8 + m), e - 10) : ldexpf((float)m, -9);
-	return b & 0x80 ? -v : v;
-}
 
 static const float e2m1_values[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
 
@@ -144,7 +111,7 @@ void tf_kv_row_encode(enum tf_kv_row_fmt fmt, const float *x, int dim, int rope,
 			float v = ldexpf(x[i], -e);
 			v = fminf(fmaxf(v, -max_code), max_code);
 			if (fmt == TF_KV_FP8)
-				out[i] = tf_e4m3_encode(v);
+				out[i] = tf_engram_f32_to_e4m3(v);
 			else
 				out[i / 2] |= (uint8_t)(tf_e2m1_encode(v) << (i % 2 * 4));
 		}
@@ -171,7 +138,7 @@ void tf_kv_row_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, int ro
 	const uint8_t *ropes = in + vbytes, *scales = ropes + 2 * rope;
 	for (int i = 0; i < nope; i++) {
 		int e = (int)scales[i / g] - 127;
-		float q = fmt == TF_KV_FP8 ? tf_e4m3_decode(in[i])
+		float q = fmt == TF_KV_FP8 ? tf_engram_e4m3_to_f32(in[i])
 					   : tf_e2m1_decode((uint8_t)(in[i / 2] >> (i % 2 * 4)));
 		x[i] = ldexpf(q, e);
 	}
@@ -197,7 +164,7 @@ void tf_kv_ik_encode(enum tf_kv_row_fmt fmt, const float *x, int dim, uint8_t *o
 		amax = fmaxf(amax, fabsf(x[i]));
 	int e = pow2_exponent(amax, 448.0f);
 	for (int i = 0; i < dim; i++)
-		out[i] = tf_e4m3_encode(fminf(fmaxf(ldexpf(x[i], -e), -448.0f), 448.0f));
+		out[i] = tf_engram_f32_to_e4m3(fminf(fmaxf(ldexpf(x[i], -e), -448.0f), 448.0f));
 	uint32_t bits = tf_f32_bits(ldexpf(1.0f, e));
 	for (int i = 0; i < 4; i++)
 		out[dim + i] = (uint8_t)(bits >> (8 * i));
@@ -214,7 +181,7 @@ void tf_kv_ik_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, float *
 		bits |= (uint32_t)in[dim + i] << (8 * i);
 	float scale = tf_bits_f32(bits);
 	for (int i = 0; i < dim; i++)
-		x[i] = tf_e4m3_decode(in[i]) * scale;
+		x[i] = tf_engram_e4m3_to_f32(in[i]) * scale;
 }
 
 /* ---- the cache ---- */

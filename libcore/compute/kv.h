@@ -80,9 +80,6 @@ void tf_kv_row_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, int ro
 size_t tf_kv_ik_bytes(enum tf_kv_row_fmt fmt, int dim);
 void tf_kv_ik_encode(enum tf_kv_row_fmt fmt, const float *x, int dim, uint8_t *out);
 void tf_kv_ik_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, float *x);
-/* e4m3 (fn: max 448, no infinities) round-to-nearest-even, saturating. */
-uint8_t tf_e4m3_encode(float x);
-float tf_e4m3_decode(uint8_t b);
 /* e2m1 (max 6) round-to-nearest-even, saturating: a 4-bit code. */
 uint8_t tf_e2m1_encode(float x);
 float tf_e2m1_decode(uint8_t c);

@@ -9,31 +9,32 @@
 #include "base/f16.h"
 #include "base/rng.h"
 #include "compute/kv.h"
+#include "model/engram_rows.h"
 
 START_TEST(e4m3_codes)
 {
-	ck_assert_uint_eq(tf_e4m3_encode(1.0f), 0x38);
-	ck_assert_uint_eq(tf_e4m3_encode(-2.0f), 0xC0);
-	ck_assert_uint_eq(tf_e4m3_encode(448.0f), 0x7E);
-	ck_assert_uint_eq(tf_e4m3_encode(1e6f), 0x7E);   /* saturates */
-	ck_assert_uint_eq(tf_e4m3_encode(0x1p-9f), 0x01); /* smallest subnormal */
-	ck_assert_uint_eq(tf_e4m3_encode(0x1p-10f), 0x00); /* tie to even zero */
-	ck_assert_uint_eq(tf_e4m3_encode(1.0625f), 0x38); /* tie between 1 and 1.125: even */
-	ck_assert_uint_eq(tf_e4m3_encode(1.1875f), 0x3A); /* tie between 1.125 and 1.25: even */
-	ck_assert_uint_eq(tf_e4m3_encode(0.015625f), 0x08); /* 2^-6, the smallest normal */
-	ck_assert(tf_e4m3_decode(0x7E) == 448.0f);
-	ck_assert(tf_e4m3_decode(0x01) == 0x1p-9f);
-	ck_assert(isnan(tf_e4m3_decode(0x7F)));
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(1.0f), 0x38);
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(-2.0f), 0xC0);
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(448.0f), 0x7E);
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(1e6f), 0x7E);   /* saturates */
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(0x1p-9f), 0x01); /* smallest subnormal */
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(0x1p-10f), 0x00); /* tie to even zero */
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(1.0625f), 0x38); /* tie between 1 and 1.125: even */
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(1.1875f), 0x3A); /* tie between 1.125 and 1.25: even */
+	ck_assert_uint_eq(tf_engram_f32_to_e4m3(0.015625f), 0x08); /* 2^-6, the smallest normal */
+	ck_assert(tf_engram_e4m3_to_f32(0x7E) == 448.0f);
+	ck_assert(tf_engram_e4m3_to_f32(0x01) == 0x1p-9f);
+	ck_assert(isnan(tf_engram_e4m3_to_f32(0x7F)));
 	for (int c = 0; c < 256; c++) {
 		if ((c & 0x7F) == 0x7F)
 			continue;
-		float v = tf_e4m3_decode((uint8_t)c);
-		uint8_t back = tf_e4m3_encode(v);
+		float v = tf_engram_e4m3_to_f32((uint8_t)c);
+		uint8_t back = tf_engram_f32_to_e4m3(v);
 		ck_assert_msg(back == c || (v == 0 && (back & 0x7F) == 0), "code %02x -> %g -> %02x", c,
 			      v, back);
 		if ((c & 0x7F) < 0x7E) { /* the midpoint to the next code rounds to the even one */
-			float next = tf_e4m3_decode((uint8_t)(c + 1));
-			uint8_t mid = tf_e4m3_encode((v + next) / 2);
+			float next = tf_engram_e4m3_to_f32((uint8_t)(c + 1));
+			uint8_t mid = tf_engram_f32_to_e4m3((v + next) / 2);
 			ck_assert_uint_eq(mid & 1, 0);
 		}
 	}
@@ -85,7 +86,7 @@ START_TEST(row_formats)
 		/* 3 mantissa bits: half a step of 2^-3 relative, or of the subnormal step */
 		ck_assert_msg(fabsf(y[i] - x[i]) <= fmaxf(fabsf(x[i]) * 0x1p-4f, ldexpf(0x1p-10f, e)),
 			      "dim %d: %g -> %g", i, x[i], y[i]);
-		ck_assert(y[i] == ldexpf(tf_e4m3_decode(row[i]), e));
+		ck_assert(y[i] == ldexpf(tf_engram_e4m3_to_f32(row[i]), e));
 	}
 	for (int i = 448; i < 512; i++)
 		ck_assert(y[i] == tf_round_bf16(x[i]));
@@ -125,7 +126,7 @@ START_TEST(row_formats)
 	tf_kv_ik_decode(TF_KV_FP8, ik, 128, kb);
 	for (int i = 0; i < 128; i++) {
 		ck_assert(fabsf(kb[i] - k[i]) <= fabsf(k[i]) * 0x1p-4f);
-		ck_assert(kb[i] == tf_e4m3_decode(ik[i]) * 0x1p-5f);
+		ck_assert(kb[i] == tf_engram_e4m3_to_f32(ik[i]) * 0x1p-5f);
 	}
 }
 END_TEST
