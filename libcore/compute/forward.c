@@ -733,8 +733,8 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
 		     const int *seq, float *logits)
 {
 	const struct tf_config *c = f->c;
-	if (R < 1)
-		return tf_err(TF_ERR_ARG, "forward: %d rows", R);
+	if (R < 1 || !ids || !pos || !seq || !logits)
+		return tf_err(TF_ERR_ARG, "forward: %d rows, or a missing array", R);
 	for (int i = 0, run = 1; i + 1 < R; i++) {
 		run = seq[i + 1] == seq[i] ? run + 1 : 1;
 		if (run > pass_cap(f))

@@ -9,10 +9,16 @@
  * lands before that layer's attention reads, so a row sees the earlier rows
  * of its call.
  *
- * State of this first version: backbone layers at TP world 1; DSpark (MTP)
+ * A sequence longer than the window ring (256 - window rows) in one call
+ * runs in several passes, which equals one pass (chunked prefill is exact).
+ *
+ * State of this version: backbone layers at TP world 1; the DSpark (MTP)
  * blocks are not run. Weights are dense tensors or EXL3 handles (struct
- * tf_lin); the CPU path moves rows between the cache and the ops on the
- * host. */
+ * tf_lin). Between the ops, rows move on the host: the KV cache lives in
+ * host memory (kv.h) and the forward gathers key tables, expert rows and
+ * output groups with memcpy, which assumes tensors the host can address (the
+ * CPU backend). A device backend needs those moves as ops (cache row
+ * gather and dequantisation, row gather/scatter) and a device-side cache. */
 #ifndef TF_COMPUTE_FORWARD_H
 #define TF_COMPUTE_FORWARD_H
 
