@@ -127,6 +127,79 @@ void tf_fwd_kv_config(const struct tf_config *c, int64_t pages, int slots, int64
 	out->max_positions = max_positions;
 }
 
+/* A tensor present with n elements (n < 0: any). */
+static tf_status need_t(const struct tf_tensor *t, int64_t n, uint32_t L, const char *name)
+{
+	if (!t->data)
+		return tf_err(TF_ERR_ARG, "forward: layer %u: %s is missing", L, name);
+	if (n >= 0 && tf_tensor_numel(t) != n)
+		return tf_err(TF_ERR_ARG, "forward: layer %u: %s has %lld values, want %lld", L, name,
+			      (long long)tf_tensor_numel(t), (long long)n);
+	return TF_OK;
+}
+
+/* A projection [n, k]: EXL3 weights, or a dense tensor of that shape. */
+static tf_status need_l(const struct tf_lin *l, int64_t n, int64_t k, uint32_t L, const char *name)
+{
+	if (l->q)
+		return TF_OK;
+	tf_status st = need_t(&l->w, n * k, L, name);
+	if (!st && tf_tensor_cols(&l->w) != k)
+		st = tf_err(TF_ERR_ARG, "forward: layer %u: %s is not [%lld, %lld]", L, name,
+			    (long long)n, (long long)k);
+	return st;
+}
+
+/* Every tensor a block's mode uses, with its shape (§2-§11). */
+static tf_status check_layer(const struct tf_config *c, const struct tf_fwd_layer *l, uint32_t L)
+{
+	int64_t D = c->hidden, S = c->hc_mult, M = 2 * S + S * S, hd = c->head_dim, H = c->heads;
+	int64_t ql = c->q_lora, G = c->o_groups, ol = c->o_lora, Hi = c->index_heads;
+	int64_t Di = c->index_dim, I = c->expert_width, E = tf_config_experts_of(c, L);
+	tf_status st;
+	if ((st = need_t(&l->attn_norm, D, L, "attn_norm")) || (st = need_t(&l->ffn_norm, D, L, "ffn_norm")) ||
+	    (st = need_t(&l->q_norm, ql, L, "q_norm")) || (st = need_t(&l->kv_norm, hd, L, "kv_norm")) ||
+	    (st = need_t(&l->sink, H, L, "attn_sink")) || (st = need_l(&l->wq_a, ql, D, L, "wq_a")) ||
+	    (st = need_l(&l->wkv, hd, D, L, "wkv")) || (st = need_l(&l->wq_b, H * hd, ql, L, "wq_b")) ||
+	    (st = need_l(&l->wo_b, D, G * ol, L, "wo_b")) ||
+	    (st = need_t(&l->gate, E * D, L, "gate")) || (st = need_t(&l->gate_bias, E, L, "gate.bias")) ||
+	    (st = need_l(&l->sh_w1, I, D, L, "shared w1")) || (st = need_l(&l->sh_w3, I, D, L, "shared w3")) ||
+	    (st = need_l(&l->sh_w2, D, I, L, "shared w2")))
+		return st;
+	for (int i = 0; i < 2; i++)
+		if ((st = need_t(&l->hc_fn[i], M * S * D, L, "hc fn")) ||
+		    (st = need_t(&l->hc_base[i], M, L, "hc base")) ||
+		    (st = need_t(&l->hc_scale[i], 3, L, "hc scale")))
+			return st;
+	for (int64_t g = 0; g < G; g++)
+		if ((st = need_l(&l->wo_a[g], ol, H / G * hd, L, "wo_a")))
+			return st;
+	if (!l->w1 || !l->w2 || !l->w3)
+		return tf_err(TF_ERR_ARG, "forward: layer %u: routed experts are missing", L);
+	for (int64_t e = 0; e < E; e++)
+		if ((st = need_l(&l->w1[e], I, D, L, "expert w1")) ||
+		    (st = need_l(&l->w3[e], I, D, L, "expert w3")) ||
+		    (st = need_l(&l->w2[e], D, I, L, "expert w2")))
+			return st;
+	if (tf_config_is_kv_source(c, L) &&
+	    ((st = need_l(&l->comp_wkv, hd, D, L, "compressor.wkv")) ||
+	     (tf_config_ratio(c, L) == 2 && (st = need_l(&l->comp_wgate, hd, D, L, "compressor.wgate"))) ||
+	     (st = need_t(&l->comp_norm, hd, L, "compressor.norm")) ||
+	     (st = need_l(&l->ix_wk, Di, hd, L, "indexer.wk")) ||
+	     (st = need_t(&l->ix_k_norm, Di, L, "indexer.k_norm"))))
+		return st;
+	if (tf_config_is_index_source(c, L) &&
+	    ((st = need_l(&l->ix_wq_b, Hi * Di, ql, L, "indexer.wq_b")) ||
+	     (st = need_t(&l->ix_wp, Hi * D, L, "indexer.weights_proj"))))
+		return st;
+	if (tf_config_is_engram(c, L) &&
+	    ((st = need_l(&l->engram_wkv, (S + 1) * D,
+			  (int64_t)tf_config_hash_cols(c) * c->engram_head_dim, L, "engram.wkv")) ||
+	     (st = need_t(&l->engram_qk, S * D, L, "engram qk"))))
+		return st;
+	return TF_OK;
+}
+
 tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct tf_fwd_weights *w,
 		     struct tf_kv *kv, tf_engram_rows_fn engram, void *engram_ctx,
 		     struct tf_fwd **out)
@@ -141,6 +214,14 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
 			      c->heads);
 	if (c->n_engram && !engram)
 		return tf_err(TF_ERR_ARG, "forward: the config has Engram layers and no row source");
+	tf_status st;
+	if (!w->layers || (st = need_t(&w->embed, (int64_t)c->vocab * c->hidden, 0, "embed")) ||
+	    (st = need_t(&w->norm, c->hidden, 0, "norm")) ||
+	    (st = need_l(&w->head, c->vocab, c->hidden, 0, "head")))
+		return w->layers ? st : tf_err(TF_ERR_ARG, "forward: no layers");
+	for (uint32_t L = 0; L < c->layers; L++)
+		if ((st = check_layer(c, &w->layers[L], L)))
+			return st;
 	struct tf_fwd *f = calloc(1, sizeof *f);
 	if (!f)
 		return tf_err(TF_ERR_NOMEM, "forward: out of memory");

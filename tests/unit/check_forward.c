@@ -256,6 +256,43 @@ START_TEST(long_prefill_in_one_call)
 }
 END_TEST
 
+/* Missing or misshapen weights are refused with a status naming them. */
+START_TEST(bad_weights_refused)
+{
+	struct model *m = malloc(sizeof *m);
+	build(m, 3);
+	struct tf_be *be;
+	struct tf_kv *kv;
+	struct tf_fwd *f;
+	struct tf_kv_config kc;
+	ck_assert_int_eq(tf_cpu_be_new(1, &be), TF_OK);
+	tf_fwd_kv_config(&m->c, 2, 1, 256, &kc);
+	ck_assert_int_eq(tf_kv_new(&kc, &kv), TF_OK);
+	void *save = m->layers[2].comp_wkv.w.data;
+	m->layers[2].comp_wkv.w.data = NULL;
+	ck_assert_int_eq(tf_fwd_new(be, &m->c, &m->w, kv, engram_rows, NULL, &f), TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_ARG), "layer 2: compressor.wkv is missing"));
+	m->layers[2].comp_wkv.w.data = save;
+	m->layers[5].wq_a.w.shape[1]--; /* [q_lora, D - 1] */
+	ck_assert_int_eq(tf_fwd_new(be, &m->c, &m->w, kv, engram_rows, NULL, &f), TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_ARG), "layer 5: wq_a"));
+	m->layers[5].wq_a.w.shape[1]++;
+	ck_assert_int_eq(tf_fwd_new(be, &m->c, &m->w, kv, NULL, NULL, &f), TF_ERR_ARG); /* Engram */
+	ck_assert_int_eq(tf_fwd_new(be, &m->c, &m->w, kv, engram_rows, NULL, &f), TF_OK);
+	int32_t id = 512; /* past the vocabulary */
+	int64_t pos = 0;
+	int s;
+	float lg[512];
+	ck_assert_int_eq(tf_kv_open(kv, &s), TF_OK);
+	ck_assert_int_eq(tf_fwd_run(f, 1, &id, &pos, &s, lg), TF_ERR_ARG);
+	tf_fwd_free(f);
+	tf_kv_free(kv);
+	tf_be_free(be);
+	unbuild(m);
+	free(m);
+}
+END_TEST
+
 Suite *suite_forward(void)
 {
 	Suite *s = suite_create("forward");
@@ -265,6 +302,7 @@ Suite *suite_forward(void)
 	tcase_add_test(tc, batch_equals_alone);
 	tcase_add_test(tc, fork_and_rollback_equal_recompute);
 	tcase_add_test(tc, long_prefill_in_one_call);
+	tcase_add_test(tc, bad_weights_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
