@@ -298,11 +298,19 @@ static tf_status compress(struct tf_fwd *f, uint32_t L, const struct tf_tensor *
 	if (r == 2 && ((st = tmp_new(f, &g, TF_DT_F32, 2, R, hd, 1)) ||
 		       (st = lin(f, &lw->comp_wgate, x, g))))
 		return st;
+	const float *uf = u->data, *gf = g ? g->data : NULL;
 	int E = 0;
-	for (int i = 0; i < R; i++)
-		E += (f->pos[i] + 1) % r == 0;
+	for (int i = 0; i < R; i++) {
+		int64_t p = f->pos[i];
+		E += (p + 1) % r == 0;
+		if (r == 2 && p % 2 == 0) { /* a group start: keep [u|g] for p + 1 */
+			float *cr = tf_kv_carry(f->kv, f->seq[i], src, p);
+			memcpy(cr, uf + i * hd, (size_t)hd * sizeof(float));
+			memcpy(cr + hd, gf + i * hd, (size_t)hd * sizeof(float));
+		}
+	}
 	if (!E)
-		goto carries;
+		return TF_OK;
 	int32_t *wpos = malloc((size_t)E * sizeof *wpos);
 	int *eseq = malloc((size_t)E * sizeof *eseq);
 	if (!wpos || !eseq) {
@@ -313,14 +321,8 @@ static tf_status compress(struct tf_fwd *f, uint32_t L, const struct tf_tensor *
 	if ((st = tmp_new(f, &U, TF_DT_F32, 3, E, r, hd)) ||
 	    (r == 2 && (st = tmp_new(f, &G, TF_DT_F32, 3, E, r, hd))))
 		goto out;
-	const float *uf = u->data, *gf = g ? g->data : NULL;
-	for (int i = 0, e = 0; i < R; i++) {
+	for (int i = 0, e = 0; i < R; i++) { /* the completed groups, oldest position first */
 		int64_t p = f->pos[i];
-		if (r == 2 && p % 2 == 0) { /* a group start: keep [u|g] for p + 1 */
-			float *cr = tf_kv_carry(f->kv, f->seq[i], src, p);
-			memcpy(cr, uf + i * hd, (size_t)hd * sizeof(float));
-			memcpy(cr + hd, gf + i * hd, (size_t)hd * sizeof(float));
-		}
 		if ((p + 1) % r)
 			continue;
 		float *ue = (float *)U->data + (int64_t)e * r * hd;
@@ -362,15 +364,6 @@ out:
 	free(wpos);
 	free(eseq);
 	return st;
-carries:
-	if (r == 2)
-		for (int i = 0; i < R; i++)
-			if (f->pos[i] % 2 == 0) {
-				float *cr = tf_kv_carry(f->kv, f->seq[i], src, f->pos[i]);
-				memcpy(cr, (float *)u->data + i * hd, (size_t)hd * sizeof(float));
-				memcpy(cr + hd, (float *)g->data + i * hd, (size_t)hd * sizeof(float));
-			}
-	return TF_OK;
 }
 
 /* §7: index scores and selection of index source L (and the candidate
