@@ -61,6 +61,39 @@ START_TEST(linear_matches_fp64)
 }
 END_TEST
 
+START_TEST(linear_f32_weights_threads)
+{
+	/* f32 weights take the direct path; more columns than one chunk per
+	 * worker; every thread count gives the same bits */
+	struct tf_rng r;
+	tf_rng_seed(&r, 2);
+	enum { R = 2, K = 33, N = 100 };
+	float *x = test_randn(&r, R * K, 1), *w = test_randn(&r, N * K, 1);
+	float y1[R * N], y4[R * N];
+	double want[R * N];
+	for (int i = 0; i < R; i++)
+		for (int n = 0; n < N; n++) {
+			double s = 0;
+			for (int k = 0; k < K; k++)
+				s += (double)x[i * K + k] * w[n * K + k];
+			want[i * N + n] = s;
+		}
+	struct tf_tensor tx = T2(x, TF_DT_F32, R, K), tw = T2(w, TF_DT_F32, N, K);
+	struct tf_tensor ty1 = T2(y1, TF_DT_F32, R, N), ty4 = T2(y4, TF_DT_F32, R, N);
+	struct tf_be *b1, *b4;
+	ck_assert_int_eq(tf_cpu_be_new(1, &b1), TF_OK);
+	ck_assert_int_eq(tf_cpu_be_new(4, &b4), TF_OK);
+	ck_assert_int_eq(b1->ops->linear(b1, &tx, &tw, &ty1), TF_OK);
+	ck_assert_int_eq(b4->ops->linear(b4, &tx, &tw, &ty4), TF_OK);
+	ck_assert(!memcmp(y1, y4, sizeof y1));
+	ck_assert(test_worst("linear f32 weights", y1, want, R * N, 1.0) < 1e-5);
+	free(x);
+	free(w);
+	tf_be_free(b1);
+	tf_be_free(b4);
+}
+END_TEST
+
 START_TEST(embed_slice)
 {
 	struct tf_be *be = test_be();
@@ -153,6 +186,17 @@ START_TEST(rope_rotates_tail_pairs)
 				ck_assert_uint_eq(o[0], tf_f32_to_bf16(w0));
 				ck_assert_uint_eq(o[1], tf_f32_to_bf16(w1));
 			}
+	/* bf16 in place: the same bits as from the f32 copy of the input */
+	uint16_t *ib = test_bf16(q, 36), ob[36];
+	float qf[36];
+	for (int i = 0; i < 36; i++)
+		qf[i] = tf_bf16_to_f32(ib[i]);
+	struct tf_tensor tib = T3(ib, TF_DT_BF16, 2, 3, 6), tqf = T3(qf, TF_DT_F32, 2, 3, 6);
+	struct tf_tensor tob = T3(ob, TF_DT_BF16, 2, 3, 6);
+	ck_assert_int_eq(be->ops->rope(be, &tqf, &tp2, &rf, 0, &tob), TF_OK);
+	ck_assert_int_eq(be->ops->rope(be, &tib, &tp2, &rf, 0, &tib), TF_OK);
+	ck_assert(!memcmp(ib, ob, sizeof ob));
+	free(ib);
 	free(q);
 	tf_be_free(be);
 }
@@ -164,6 +208,7 @@ Suite *suite_ops_dense(void)
 	TCase *tc = tcase_create("dense");
 	tcase_add_test(tc, convert_rounds_to_nearest_even);
 	tcase_add_test(tc, linear_matches_fp64);
+	tcase_add_test(tc, linear_f32_weights_threads);
 	tcase_add_test(tc, embed_slice);
 	tcase_add_test(tc, rmsnorm_hand);
 	tcase_add_test(tc, rope_freqs);
