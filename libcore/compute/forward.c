@@ -34,6 +34,7 @@ struct tf_fwd {
 	struct segment *segs;
 	int nsegs;
 	int R;
+	uint16_t *taps;         /* [R, n_dspark_targets, D] or NULL */
 	const int32_t *ids;
 	const int64_t *pos;
 	const int *seq;
@@ -703,6 +704,24 @@ static tf_status segments(struct tf_fwd *f)
 	return TF_OK;
 }
 
+/* §13 taps: T = bf(mean_s fp32(X_s)) of the streams entering block L,
+ * for L the t-th DSpark target. */
+static void tap(struct tf_fwd *f, const struct tf_tensor *X, uint32_t t)
+{
+	const struct tf_config *c = f->c;
+	int64_t S = c->hc_mult, D = c->hidden, nt = c->n_dspark_targets;
+	const uint16_t *x = X->data;
+	for (int i = 0; i < f->R; i++) {
+		uint16_t *out = f->taps + ((int64_t)i * nt + t) * D;
+		for (int64_t d = 0; d < D; d++) {
+			float s = 0;
+			for (int64_t k = 0; k < S; k++)
+				s += tf_bf16_to_f32(x[(i * S + k) * D + d]);
+			out[d] = tf_f32_to_bf16(s / (float)S);
+		}
+	}
+}
+
 static tf_status run_blocks(struct tf_fwd *f, float *logits)
 {
 	const struct tf_config *c = f->c;
@@ -735,6 +754,9 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 	for (uint32_t L = 0; L < c->layers && !st; L++) { /* §4 */
 		const struct tf_fwd_layer *lw = &w->layers[L];
 		const int *ph = f->ph_layer[L];
+		for (uint32_t t = 0; f->taps && t < c->n_dspark_targets; t++)
+			if (c->dspark_targets[t] == L)
+				tap(f, X, t);
 		if (tf_config_is_engram(c, L)) {
 			tf_phase_begin(f->ph, ph[0]);
 			st = engram(f, L, X);
@@ -788,14 +810,16 @@ static int64_t pass_cap(const struct tf_fwd *f)
 /* A call with a sequence longer than pass_cap: one pass per chunk of each
  * sequence in turn (equal to one pass: chunked prefill is exact). */
 static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
-			   const int *seq, float *logits)
+			   const int *seq, float *logits, uint16_t *taps)
 {
 	int64_t cap = pass_cap(f), V = f->c->vocab;
+	int64_t tw = (int64_t)f->c->n_dspark_targets * f->c->hidden;
 	for (int i = 0; i < R;) {
 		int n = 1;
 		while (i + n < R && seq[i + n] == seq[i] && n < cap)
 			n++;
-		tf_status st = tf_fwd_run(f, n, ids + i, pos + i, seq + i, logits + (int64_t)i * V);
+		tf_status st = tf_fwd_run_taps(f, n, ids + i, pos + i, seq + i, logits + (int64_t)i * V,
+					       taps ? taps + (int64_t)i * tw : NULL);
 		if (st)
 			return st;
 		i += n;
@@ -806,19 +830,26 @@ static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const in
 tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 		     const int *seq, float *logits)
 {
+	return tf_fwd_run_taps(f, R, ids, pos, seq, logits, NULL);
+}
+
+tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, float *logits, uint16_t *taps)
+{
 	const struct tf_config *c = f->c;
 	if (R < 1 || !ids || !pos || !seq || !logits)
 		return tf_err(TF_ERR_ARG, "forward: %d rows, or a missing array", R);
 	for (int i = 0, run = 1; i + 1 < R; i++) {
 		run = seq[i + 1] == seq[i] ? run + 1 : 1;
 		if (run > pass_cap(f))
-			return run_split(f, R, ids, pos, seq, logits);
+			return run_split(f, R, ids, pos, seq, logits, taps);
 	}
 	for (int i = 0; i < R; i++)
 		if (ids[i] < 0 || (uint32_t)ids[i] >= c->vocab)
 			return tf_err(TF_ERR_ARG, "forward: token %d outside the vocabulary of %u",
 				      ids[i], c->vocab);
 	f->R = R;
+	f->taps = taps;
 	f->ids = ids;
 	f->pos = pos;
 	f->seq = seq;

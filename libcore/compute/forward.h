@@ -93,5 +93,10 @@ void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p);
  * new lengths. TF_ERR_ARG when rows do not continue their sequences. */
 tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 		     const int *seq, float *logits);
+/* The same, also writing the DSpark taps when taps is not NULL (spec §13):
+ * taps [R, n_dspark_targets, D] bf16 bits (host memory), T_L = bf(mean_s
+ * X_s) of the streams entering each target block L. */
+tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, float *logits, uint16_t *taps);
 
 #endif

@@ -79,17 +79,29 @@ START_TEST(decode_equals_prefill)
 	int32_t ids[T];
 	tokens(ids, T, _i);
 	float *whole = malloc(sizeof(float) * T * V), *step = malloc(sizeof(float) * T * V);
+	int64_t tw = (int64_t)m->c.n_dspark_targets * m->c.hidden;
+	uint16_t *taps = malloc(2 * T * tw), *taps1 = malloc(2 * T * tw);
 	struct rig g;
 	rig_open(&g, m, 2);
 	ck_assert_int_eq(tf_kv_open(g.kv, &s), TF_OK);
-	run(&g, s, ids, T, whole);
+	int64_t pos[T];
+	int seqs[T];
+	for (int i = 0; i < T; i++) {
+		pos[i] = i;
+		seqs[i] = s;
+	}
+	ck_assert_int_eq(tf_fwd_run_taps(g.f, T, ids, pos, seqs, whole, taps), TF_OK);
 	for (int i = 0; i < T * V; i++)
 		ck_assert_msg(isfinite(whole[i]), "logit %d is %g", i, whole[i]);
 	tf_kv_close(g.kv, s);
 	ck_assert_int_eq(tf_kv_open(g.kv, &s), TF_OK);
-	for (int t = 0; t < T; t++)
-		run(&g, s, ids + t, 1, step + t * V);
+	for (int t = 0; t < T; t++) {
+		int64_t p = t;
+		ck_assert_int_eq(tf_fwd_run_taps(g.f, 1, ids + t, &p, &s, step + t * V, taps1 + t * tw),
+				 TF_OK);
+	}
 	same(whole, step, (size_t)T * V, "token by token vs prefill");
+	ck_assert(!memcmp(taps, taps1, 2 * T * tw)); /* DSpark taps too */
 	/* chunks of 5: 5, 5, 5, 5, 4 */
 	tf_kv_close(g.kv, s);
 	ck_assert_int_eq(tf_kv_open(g.kv, &s), TF_OK);
@@ -104,6 +116,8 @@ START_TEST(decode_equals_prefill)
 	rig_close(&g);
 	free(whole);
 	free(step);
+	free(taps);
+	free(taps1);
 	unbuild(m);
 	free(m);
 }

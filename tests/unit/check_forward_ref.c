@@ -396,12 +396,12 @@ static void moe_ref(const struct tf_config *c, const struct tf_fwd_layer *l, uin
 {
 	int64_t D = c->hidden, I = c->expert_width;
 	int E = (int)tf_config_experts_of(c, L), k = (int)tf_config_topk_of(c, L);
-	double lg[64], sc[64], *gt = malloc(sizeof(double) * I), *up = malloc(sizeof(double) * I);
+	double lg[64] = {0}, sc[64] = {0}, *gt = malloc(sizeof(double) * I), *up = malloc(sizeof(double) * I);
 	double *y = malloc(sizeof(double) * D), *acc = calloc((size_t)D, sizeof(double));
 	mv(&l->gate, x, D, E, lg, 0);
 	for (int e = 0; e < E; e++)
 		sc[e] = sqrt(log1p(exp(lg[e])));
-	int pick[16], np = 0;
+	int pick[64] = {0}, np = 0;
 	for (int q = 0; q < k; q++) {
 		int best = -1;
 		for (int e = 0; e < E; e++) {
@@ -486,7 +486,7 @@ static void engram_ref(const struct tf_config *c, const struct tf_fwd_layer *l, 
 	free(kv);
 }
 
-static void forward_ref(struct ref *r, double *logits)
+static void forward_ref(struct ref *r, double *logits, double *taps)
 {
 	const struct tf_config *c = r->c;
 	int T = r->T, S = (int)c->hc_mult;
@@ -505,6 +505,15 @@ static void forward_ref(struct ref *r, double *logits)
 	}
 	for (uint32_t L = 0; L < c->layers; L++) {
 		const struct tf_fwd_layer *l = &r->w->layers[L];
+		for (uint32_t k = 0; k < c->n_dspark_targets; k++) /* §13: streams entering L */
+			if (c->dspark_targets[k] == L)
+				for (int t = 0; t < T; t++)
+					for (int64_t d = 0; d < D; d++) {
+						double sum = 0;
+						for (int s2 = 0; s2 < S; s2++)
+							sum += X[(t * S + s2) * D + d];
+						taps[((int64_t)t * c->n_dspark_targets + k) * D + d] = bfr(sum / S);
+					}
 		for (int t = 0; t < T; t++) {
 			if (tf_config_is_engram(c, L))
 				engram_ref(c, l, L, t, r->ids[t], X + t * S * D);
@@ -580,7 +589,10 @@ static int compare(uint64_t seed, int keep_all, int strict)
 		seq[i] = s;
 	}
 	float *got = malloc(sizeof(float) * TT * V);
-	ck_assert_int_eq(tf_fwd_run(f, TT, ids, pos, seq, got), TF_OK);
+	int64_t tw = (int64_t)c->n_dspark_targets * c->hidden;
+	uint16_t *gtaps = malloc(2 * TT * tw);
+	double *wtaps = malloc(sizeof(double) * TT * tw);
+	ck_assert_int_eq(tf_fwd_run_taps(f, TT, ids, pos, seq, got, gtaps), TF_OK);
 	/* the reference */
 	struct ref r = {.c = c, .w = &m->w, .T = TT, .ids = ids};
 	tf_rope_freqs_plain(&r.plain, (int)c->rope_dim, c->rope_theta);
@@ -596,7 +608,15 @@ static int compare(uint64_t seed, int keep_all, int strict)
 	r.cand = calloc(TT * TT, 1);
 	memset(near_tie, 0, sizeof near_tie);
 	double *want = malloc(sizeof(double) * TT * V);
-	forward_ref(&r, want);
+	forward_ref(&r, want, wtaps);
+	if (strict) { /* the taps agree like the logits */
+		double tmax = 0, tworst = 0;
+		for (int64_t i = 0; i < TT * tw; i++) {
+			tmax = fmax(tmax, fabs(wtaps[i]));
+			tworst = fmax(tworst, fabs(tf_bf16_to_f32(gtaps[i]) - wtaps[i]));
+		}
+		ck_assert_msg(tworst <= 0.02 * tmax, "taps differ by %.3g (largest %.3g)", tworst, tmax);
+	}
 	double scale = 0, worst = 0;
 	for (int i = 0; i < TT * V; i++)
 		scale = fmax(scale, fabs(want[i]));
@@ -632,6 +652,8 @@ static int compare(uint64_t seed, int keep_all, int strict)
 	free(r.cand);
 	free(want);
 	free(got);
+	free(gtaps);
+	free(wtaps);
 	tf_fwd_free(f);
 	tf_kv_free(kv);
 	tf_be_free(be);
