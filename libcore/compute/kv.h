@@ -105,9 +105,10 @@ tf_status tf_kv_rollback(struct tf_kv *kv, int seq, int64_t pos);
 int64_t tf_kv_free_pages(const struct tf_kv *kv);
 
 /* The window row of `layer` at position pos: dim fp32 values in, quantised;
- * out dequantised. Reading a position the ring no longer holds (older than
- * len - ring) or never wrote gives what the slot holds: callers read only
- * p - window + 1 .. p. */
+ * out dequantised. seq must be open and layer < layers (not checked: the
+ * forward's inner loop). Reading a position the ring no longer holds (older
+ * than len - ring) or never wrote gives what the slot holds: callers read
+ * only p - window + 1 .. p. */
 void tf_kv_window_put(struct tf_kv *kv, int seq, int layer, int64_t pos, const float *row);
 void tf_kv_window_get(const struct tf_kv *kv, int seq, int layer, int64_t pos, float *row);
 /* Pool row w of source src (positions w*r .. w*r+r-1), and its index key.
@@ -118,7 +119,8 @@ tf_status tf_kv_pool_get(const struct tf_kv *kv, int seq, int src, int64_t w, fl
 tf_status tf_kv_ik_put(struct tf_kv *kv, int seq, int src, int64_t w, const float *key);
 tf_status tf_kv_ik_get(const struct tf_kv *kv, int seq, int src, int64_t w, float *key);
 /* The fp32 [u|g] carry (2*dim values) of the ratio-2 group starting at even
- * position pos of source src; borrowed, valid until the sequence closes. */
+ * position pos of source src (seq open, src < sources: not checked);
+ * borrowed, valid until the sequence closes. */
 float *tf_kv_carry(struct tf_kv *kv, int seq, int src, int64_t pos);
 
 #endif
