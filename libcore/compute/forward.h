@@ -88,7 +88,8 @@ struct tf_phases;
  * "L<i>.attn", "L<i>.moe" for each block, "head". p is borrowed. */
 void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p);
 
-/* Run R rows: ids, positions and sequence slots per row; logits [R, vocab]
+/* Run R rows (one call at a time per forward; the backend's threads work
+ * inside): ids, positions and sequence slots per row; logits [R, vocab]
  * f32 out (host memory). Reserves the sequences' pages and commits their
  * new lengths. TF_ERR_ARG when rows do not continue their sequences. */
 tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
