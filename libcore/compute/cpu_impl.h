@@ -130,6 +130,12 @@ tf_status cpu_sample(struct tf_be *be, const struct tf_tensor *logits,
 		     int32_t *tokens);
 
 /* Op entry points by file, so cpu.c can fill the table. */
+tf_status cpu_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *w,
+			  const struct tf_tensor *x, struct tf_tensor *y);
+tf_status cpu_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer *experts,
+				  int n_experts, const struct tf_tensor *expert_ids,
+				  const struct tf_tensor *offsets, const struct tf_tensor *x,
+				  struct tf_tensor *y);
 tf_status cpu_attention(struct tf_be *be, const struct tf_tensor *q, const struct tf_tensor *keys,
 			const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
 			const struct tf_tensor *sink, struct tf_tensor *out);

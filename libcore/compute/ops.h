@@ -103,8 +103,8 @@ struct tf_ops {
 			    struct tf_tensor *y);
 
 	/* The EXL3 matmul, y[R,N] = x[R,K] . W (exl3-format.md: fp16 Hadamard-
-	 * rotated activations): x bf16, y f32 or bf16. Filled by the EXL3
-	 * codec's backend part; NULL until it lands. */
+	 * rotated activations): x bf16 (f32/f16 taken), y f32 or bf16. The CPU
+	 * backend keeps the rotated activations in fp32 (cpu_exl3.c). */
 	tf_status (*exl3_matmul)(struct tf_be *be, const struct tf_exl3_layer *w,
 				 const struct tf_tensor *x, struct tf_tensor *y);
 	/* Ragged experts: experts[0..n_experts) are one projection's experts

@@ -1,0 +1,108 @@
+/* cpu_exl3.c: the CPU backend's EXL3 ops (exl3_matmul, exl3_matmul_experts)
+ * over the codec's GEMM (model/exl3.h, tf_exl3_matmul) on the backend's
+ * pool.
+ *
+ * Rounding: x (bf16, f16 or f32) is widened to fp32; x⊙suh and both
+ * Hadamards stay in fp32 and the tile products accumulate in fp32
+ * (tf_exl3_matmul). The device kernels round the rotated activations to
+ * fp16 on the way (exl3-format.md §5), so the two agree within that
+ * tolerance, not to the bit; the spec allows a dequantised W (dsv41-
+ * forward-spec.md §0, Lin). y is kept in fp32 or rounded once to bf16. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/cpu_impl.h"
+#include "model/exl3.h"
+
+/* y rows [r0, r0+n) = x rows [r0, r0+n) · L, with xf/yf scratch of n rows. */
+static tf_status exl3_rows(struct tf_be *be, const struct tf_exl3_layer *L,
+			   const struct tf_tensor *x, int64_t r0, int64_t n, struct tf_tensor *y,
+			   float *xf, float *yf)
+{
+	int64_t K = L->g.k, N = L->g.n;
+	cpu_load(x, r0 * K, n * K, xf);
+	float *out = y->dt == TF_DT_F32 ? (float *)y->data + r0 * N : yf;
+	tf_status st = tf_exl3_matmul(L, xf, (size_t)n, out, cpu_pool(be));
+	if (!st && out == yf)
+		cpu_store(y, r0 * N, n * N, yf);
+	return st;
+}
+
+static tf_status check_layer(const char *op, const struct tf_exl3_layer *L, int64_t K, int64_t N)
+{
+	tf_status st;
+	if (!L || !L->trellis || !L->suh || !L->svh)
+		return tf_err(TF_ERR_ARG, "%s: the layer has no weights", op);
+	if ((st = tf_exl3_geom_check(&L->g)))
+		return st;
+	if ((int64_t)L->g.k != K || (int64_t)L->g.n != N)
+		return tf_err(TF_ERR_ARG, "%s: layer is %ux%u, x and y want %lldx%lld", op, L->g.k,
+			      L->g.n, (long long)K, (long long)N);
+	return TF_OK;
+}
+
+tf_status cpu_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
+			  const struct tf_tensor *x, struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
+	if ((st = cpu_check("exl3_matmul", "x", x, DT_FLOAT, -1)) ||
+	    (st = cpu_check("exl3_matmul", "y", y, DT_F32 | DT_BF16, R * N)) ||
+	    (st = check_layer("exl3_matmul", L, K, N)))
+		return st;
+	if (!R)
+		return TF_OK;
+	float *xf = malloc(sizeof(float) * (size_t)(R * K));
+	float *yf = y->dt == TF_DT_F32 ? NULL : malloc(sizeof(float) * (size_t)(R * N));
+	if (!xf || (y->dt != TF_DT_F32 && !yf))
+		st = tf_err(TF_ERR_NOMEM, "exl3_matmul: %lld rows", (long long)R);
+	else
+		st = exl3_rows(be, L, x, 0, R, y, xf, yf);
+	free(xf);
+	free(yf);
+	return st;
+}
+
+tf_status cpu_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer *experts,
+				  int n_experts, const struct tf_tensor *expert_ids,
+				  const struct tf_tensor *offsets, const struct tf_tensor *x,
+				  struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
+	int64_t G = tf_tensor_numel(expert_ids);
+	if ((st = cpu_check("exl3_matmul_experts", "x", x, DT_FLOAT, -1)) ||
+	    (st = cpu_check("exl3_matmul_experts", "y", y, DT_F32 | DT_BF16, R * N)) ||
+	    (st = cpu_check("exl3_matmul_experts", "expert_ids", expert_ids, DT_I32, -1)) ||
+	    (st = cpu_check("exl3_matmul_experts", "offsets", offsets, DT_I32, G + 1)))
+		return st;
+	const int32_t *ids = expert_ids->data, *off = offsets->data;
+	if (off[0] != 0 || off[G] != R)
+		return tf_err(TF_ERR_ARG, "exl3_matmul_experts: offsets span %d..%d, x has %lld rows",
+			      off[0], off[G], (long long)R);
+	int64_t most = 0;
+	for (int64_t g = 0; g < G; g++) {
+		if (off[g + 1] < off[g])
+			return tf_err(TF_ERR_ARG, "exl3_matmul_experts: offsets fall at group %lld",
+				      (long long)g);
+		if (ids[g] < 0 || ids[g] >= n_experts)
+			return tf_err(TF_ERR_ARG, "exl3_matmul_experts: expert %d of %d", ids[g],
+				      n_experts);
+		if ((st = check_layer("exl3_matmul_experts", &experts[ids[g]], K, N)))
+			return st;
+		if (off[g + 1] - off[g] > most)
+			most = off[g + 1] - off[g];
+	}
+	if (!most)
+		return TF_OK;
+	float *xf = malloc(sizeof(float) * (size_t)(most * K));
+	float *yf = malloc(sizeof(float) * (size_t)(most * N));
+	if (!xf || !yf)
+		st = tf_err(TF_ERR_NOMEM, "exl3_matmul_experts: %lld rows", (long long)most);
+	for (int64_t g = 0; !st && g < G; g++)
+		if (off[g + 1] > off[g])
+			st = exl3_rows(be, &experts[ids[g]], x, off[g], off[g + 1] - off[g], y, xf, yf);
+	free(xf);
+	free(yf);
+	return st;
+}
