@@ -72,7 +72,7 @@ int tf_names_block_groups(const struct tf_config *c, uint32_t layer, struct tf_g
 	if (tf_config_is_engram(c, layer))
 		gpush(&l, TF_PROJ_ENGRAM_WKV, b, "engram.wkv", TF_SPLIT_WHOLE,
 		      tf_config_hash_cols(c) * c->engram_head_dim,
-		      (c->engram_max_ngram + 1) * c->hidden, layer, 0);
+		      (c->hc_mult + 1) * c->hidden, layer, 0);
 	uint32_t ne = tf_config_experts_of(c, layer);
 	for (uint32_t e = 0; e < ne; e++) {
 		snprintf(s, sizeof s, "ffn.experts.%u.w1", e);

@@ -1,0 +1,201 @@
+/* check_cpu_model.c: a tiny synthetic pack loaded through compute/model.h
+ * and run on the CPU backend: decode token by token equals one prefill,
+ * chunked prefill equals whole, a batch equals each alone, fork and
+ * rollback equal recomputation, several seeds; bad packs are refused with
+ * a status. The caches are BF16 so that quantised rows do not dominate. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "compute/model.h"
+#include "model/synth.h"
+
+static char tmpdir[64];
+static char packdir[128];
+
+static void make_pack(uint64_t seed)
+{
+	strcpy(tmpdir, "/tmp/tf-cpumodel-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	struct tf_config cfg;
+	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
+	struct tf_synth_opts so = {.config = &cfg, .seed = seed, .bits = {2, 3, 4}, .nbits = 3,
+				   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 4u << 20, .index = true};
+	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
+	struct tf_synth_stats ss;
+	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+}
+
+static void drop_pack(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct tf_model *open_model(void)
+{
+	struct tf_model_opts o = {.threads = 2, .slots = 4, .max_positions = 64,
+				  .window_fmt = TF_KV_BF16, .pool_fmt = TF_KV_BF16,
+				  .index_fmt = TF_KV_BF16};
+	struct tf_model *m;
+	tf_status st = tf_model_open(packdir, &o, &m);
+	if (st)
+		fprintf(stderr, "open: %s\n", tf_errmsg(st));
+	ck_assert_int_eq(st, TF_OK);
+	return m;
+}
+
+/* worst |a - b| / max |b| over n */
+static double rel(const float *a, const float *b, size_t n)
+{
+	double d = 0, s = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)a[i] - b[i]);
+		if (e > d || e != e)
+			d = e != e ? INFINITY : e;
+		if (fabs(b[i]) > s)
+			s = fabs(b[i]);
+	}
+	return d / s;
+}
+
+enum { T = 12 };
+static const int32_t ids[T] = {1, 17, 300, 42, 42, 7, 99, 511, 3, 250, 128, 64};
+
+/* Logits of ids[0..n) on a new sequence, in chunks of `chunk` rows. */
+static void run_chunks(struct tf_model *m, int n, int chunk, float *logits)
+{
+	int seq;
+	ck_assert_int_eq(tf_model_seq_new(m, &seq), TF_OK);
+	uint32_t V = tf_model_config(m)->vocab;
+	for (int p = 0; p < n; p += chunk) {
+		int R = p + chunk > n ? n - p : chunk;
+		int64_t pos[T];
+		int sq[T];
+		for (int r = 0; r < R; r++) {
+			pos[r] = p + r;
+			sq[r] = seq;
+		}
+		tf_status st = tf_model_forward(m, R, ids + p, pos, sq, logits + (size_t)p * V);
+		if (st)
+			fprintf(stderr, "forward: %s\n", tf_errmsg(st));
+		ck_assert_int_eq(st, TF_OK);
+	}
+	ck_assert_int_eq(tf_model_seq_len(m, seq), n);
+	tf_model_seq_free(m, seq);
+}
+
+/* Every call here has at most 16 rows, where the EXL3 GEMM's sums run in
+ * one order whatever the row count, and chunked prefill is exact: the
+ * logits must agree to the bit. (Past 16 rows the GEMM takes another
+ * summation order; compare with a tolerance there.) */
+#define BOUND 0
+
+static void properties(uint64_t seed)
+{
+	make_pack(seed);
+	struct tf_model *m = open_model();
+	uint32_t V = tf_model_config(m)->vocab;
+	float *whole = malloc(sizeof(float) * T * V), *other = malloc(sizeof(float) * T * V);
+	run_chunks(m, T, T, whole);
+	for (size_t i = 0; i < (size_t)T * V; i++)
+		ck_assert(isfinite(whole[i]));
+	/* decode token by token, then chunks of 5 */
+	run_chunks(m, T, 1, other);
+	double d1 = rel(other, whole, (size_t)T * V);
+	run_chunks(m, T, 5, other);
+	double d5 = rel(other, whole, (size_t)T * V);
+	fprintf(stderr, "seed %llu: decode vs prefill %.3g, chunks of 5 %.3g\n",
+		(unsigned long long)seed, d1, d5);
+	ck_assert(d1 <= BOUND && d5 <= BOUND);
+	ck_assert(rel(whole + V, whole, V) > 1e-3); /* positions differ */
+	/* a batch of two sequences at different positions equals each alone */
+	int a, b;
+	ck_assert_int_eq(tf_model_seq_new(m, &a), TF_OK);
+	ck_assert_int_eq(tf_model_seq_new(m, &b), TF_OK);
+	int64_t pos4[4] = {0, 1, 2, 3};
+	int sa[4] = {a, a, a, a};
+	float *tmp = malloc(sizeof(float) * 6 * V);
+	ck_assert_int_eq(tf_model_forward(m, 4, ids, pos4, sa, tmp), TF_OK);
+	/* one call: a's positions 4, 5 and b's 0, 1 */
+	int32_t bid[4] = {ids[4], ids[5], ids[0], ids[1]};
+	int64_t bpos[4] = {4, 5, 0, 1};
+	int bs[4] = {a, a, b, b};
+	ck_assert_int_eq(tf_model_forward(m, 4, bid, bpos, bs, tmp), TF_OK);
+	double db = fmax(rel(tmp, whole + 4 * V, 2 * V), rel(tmp + 2 * V, whole, 2 * V));
+	/* fork a at 6, roll the fork back to 3 and rerun 3..5 */
+	int f;
+	ck_assert_int_eq(tf_model_seq_fork(m, a, &f), TF_OK);
+	ck_assert_int_eq(tf_model_seq_len(m, f), 6);
+	ck_assert_int_eq(tf_model_seq_rollback(m, f, 3), TF_OK);
+	int64_t rpos[3] = {3, 4, 5};
+	int fs[3] = {f, f, f};
+	ck_assert_int_eq(tf_model_forward(m, 3, ids + 3, rpos, fs, tmp), TF_OK);
+	double df = rel(tmp, whole + 3 * V, 3 * V);
+	/* and the fork continues like the original would */
+	int64_t p6 = 6;
+	ck_assert_int_eq(tf_model_forward(m, 1, ids + 6, &p6, &f, tmp), TF_OK);
+	df = fmax(df, rel(tmp, whole + 6 * V, V));
+	fprintf(stderr, "seed %llu: batch vs alone %.3g, fork/rollback %.3g\n",
+		(unsigned long long)seed, db, df);
+	ck_assert(db <= BOUND && df <= BOUND);
+	/* rows that do not continue their sequence, or a bad id, are refused */
+	int64_t p9 = 9;
+	ck_assert_int_eq(tf_model_forward(m, 1, ids, &p9, &b, tmp), TF_ERR_ARG);
+	int32_t bad = (int32_t)V;
+	int64_t p2 = 2;
+	ck_assert_int_eq(tf_model_forward(m, 1, &bad, &p2, &b, tmp), TF_ERR_ARG);
+	free(tmp);
+	free(whole);
+	free(other);
+	tf_model_free(m);
+	drop_pack();
+}
+
+START_TEST(tiny_pack_properties)
+{
+	properties(1 + (uint64_t)_i * 7);
+}
+END_TEST
+
+START_TEST(bad_packs_refused)
+{
+	struct tf_model *m = (struct tf_model *)1;
+	ck_assert_int_ne(tf_model_open("/nonexistent/tf-pack", NULL, &m), TF_OK);
+	ck_assert_ptr_null(m);
+	make_pack(3);
+	/* a config that no longer matches the tensors */
+	char path[192];
+	snprintf(path, sizeof path, "%s/config.json", packdir);
+	char *data;
+	size_t len;
+	ck_assert_int_eq(tf_file_read_all(path, 1 << 20, &data, &len), TF_OK);
+	char *s = strstr(data, "\"hidden_size\"");
+	ck_assert_ptr_nonnull(s);
+	char *digits = strstr(s, "256");
+	memcpy(digits, "384", 3);
+	ck_assert_int_eq(tf_file_write_atomic(path, data, len), TF_OK);
+	free(data);
+	m = (struct tf_model *)1;
+	tf_status st = tf_model_open(packdir, NULL, &m);
+	fprintf(stderr, "bad pack: %s\n", tf_errmsg(st));
+	ck_assert(st == TF_ERR_FORMAT || st == TF_ERR_CONFIG);
+	ck_assert_ptr_null(m);
+	drop_pack();
+}
+END_TEST
+
+Suite *suite_cpu_model(void)
+{
+	Suite *s = suite_create("cpu_model");
+	TCase *tc = tcase_create("tiny");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, tiny_pack_properties, 0, 2);
+	tcase_add_test(tc, bad_packs_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
