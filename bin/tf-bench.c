@@ -12,13 +12,21 @@ struct bench_opts bench;
 
 static const struct tf_opt opts[] = {
 	{"backend", 0, TF_OPT_CHOICE, &bench.backend, "NAME", NULL, "cuda",
-	 "kernels: time the GPU kernels (cuda) or the CPU reference (cpu)", 0, 0, "cuda|cpu"},
+	 "kernels, decode: time the GPU (cuda) or the CPU reference (cpu; decode runs on cpu only)",
+	 0, 0, "cuda|cpu"},
+	{"pack", 'p', TF_OPT_STR, &bench.pack, "DIR", NULL, NULL, "decode: the pack to load", 0, 0,
+	 NULL},
+	{"preset", 0, TF_OPT_STR, &bench.preset, "NAME", NULL, NULL,
+	 "decode: write a synthetic pack of this preset (tiny|small) to a temporary folder", 0, 0,
+	 NULL},
+	{"ctx", 0, TF_OPT_INT, &bench.ctx, "N", NULL, "64",
+	 "decode: prompt tokens prefilled per sequence before decoding", 1, 1 << 20, NULL},
 	{"shapes", 's', TF_OPT_STR, &bench.shapes, "LIST", NULL, "dsv41",
 	 "kernels: weight shapes KxN, comma-separated, or dsv41 (the release's expert, attention "
 	 "and head shapes)", 0, 0, NULL},
 	{"bits", 'b', TF_OPT_STR, &bench.bits, "LIST", NULL, "2,3,4,6", "kernels: bits per weight (1..8)",
 	 0, 0, NULL},
-	{"rows", 'r', TF_OPT_STR, &bench.rows, "LIST", NULL, "1,4,16", "kernels: rows of x", 0, 0, NULL},
+	{"rows", 'r', TF_OPT_STR, &bench.rows, "LIST", NULL, "1,4,16", "kernels: rows of x; decode: sequences decoded together", 0, 0, NULL},
 	{"codebook", 'c', TF_OPT_STR, &bench.codebook, "LIST", NULL, "mul1",
 	 "kernels: codebooks: 3inst, mcg, mul1 or all", 0, 0, NULL},
 	{"iters", 'n', TF_OPT_INT, &bench.iters, "N", NULL, "25", "cuda: timed graph replays per case", 3,
@@ -36,9 +44,10 @@ static const struct tf_opt opts[] = {
 };
 
 static const struct tf_cli cli = {
-	"tf-bench", "kernels [--backend cuda|cpu] [OPTION]...",
-	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU).",
-	"kernels", opts, TF_NOPTS(opts),
+	"tf-bench", "kernels|decode [--backend cuda|cpu] [OPTION]...",
+	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU), "
+	"or the model's prefill and decode throughput.",
+	"kernels|decode", opts, TF_NOPTS(opts),
 };
 
 static int mode_kernels(void)
@@ -52,17 +61,18 @@ static const struct {
 	int (*run)(void);
 } modes[] = {
 	{"kernels", mode_kernels},
+	{"decode", bench_decode},
 };
 
 int main(int argc, char **argv)
 {
 	int i = tf_cli_parse(&cli, argc, argv);
 	if (i >= argc)
-		tf_usage_error("missing mode (kernels)");
+		tf_usage_error("missing mode (kernels|decode)");
 	if (i + 1 < argc)
 		tf_usage_error("unexpected argument '%s'", argv[i + 1]);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
 		if (!strcmp(argv[i], modes[m].name))
 			return modes[m].run();
-	tf_usage_error("unknown mode '%s' (kernels)", argv[i]);
+	tf_usage_error("unknown mode '%s' (kernels|decode)", argv[i]);
 }

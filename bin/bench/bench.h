@@ -10,7 +10,8 @@
 struct bench_opts {
 	const char *backend;            /* kernels: cuda or cpu */
 	const char *shapes, *bits, *rows, *codebook;
-	int64_t iters, device, blocks_per_sm, threads;
+	const char *pack, *preset;      /* decode: the model */
+	int64_t iters, device, blocks_per_sm, threads, ctx;
 	double seconds;
 	bool json, no_cublas;
 };
@@ -20,6 +21,8 @@ extern struct bench_opts bench;
 /* tf-bench kernels on the GPU (kernels_cuda.c) and on the CPU (kernels_cpu.c). */
 int bench_kernels_cuda(void);
 int bench_kernels_cpu(void);
+/* tf-bench decode on the CPU (decode.c). */
+int bench_decode(void);
 
 /* "a,b,c" of integers in [lo, hi] into v (at most max); usage error if bad. */
 int bench_parse_list(const char *s, const char *what, int64_t lo, int64_t hi, int64_t *v, int max);

@@ -1,0 +1,150 @@
+/* decode.c: tf-bench decode: the model's prefill and decode throughput on
+ * the CPU backend (compute/model.h), for a pack or a synthetic pack of a
+ * preset written to a temporary folder. For each --rows value B: B
+ * sequences are prefilled with --ctx tokens each (one call per sequence,
+ * timed: prefill tokens/s), then decoded together, one row per sequence
+ * per call, the next token the argmax of the last logits, for about
+ * --seconds (decode tokens/s = B x steps / wall time). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cli.h"
+#include "base/progress.h"
+#include "bench/bench.h"
+#include "compute/model.h"
+#include "model/config.h"
+#include "model/synth.h"
+
+static int argmax(const float *v, uint32_t n)
+{
+	uint32_t b = 0;
+	for (uint32_t i = 1; i < n; i++)
+		if (v[i] > v[b])
+			b = i;
+	return (int)b;
+}
+
+/* Prefill B sequences of ctx tokens, then decode; the figures. */
+static void run_case(struct tf_model *m, int B, int64_t ctx, int64_t max_steps, double *prefill_tps,
+		     double *decode_tps, int64_t *steps_done)
+{
+	uint32_t V = tf_model_config(m)->vocab;
+	int seq[64];
+	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(ctx > B ? ctx : B));
+	int64_t *pos = malloc(sizeof(int64_t) * (size_t)(ctx > B ? ctx : B));
+	int *sq = malloc(sizeof(int) * (size_t)(ctx > B ? ctx : B));
+	float *lg = malloc(sizeof(float) * V * (size_t)(ctx > B ? ctx : B));
+	int32_t *next = malloc(sizeof(int32_t) * (size_t)B);
+	if (!ids || !pos || !sq || !lg || !next)
+		tf_die(71, "out of memory");
+	tf_status st;
+	double t0 = tf_now();
+	for (int b = 0; b < B; b++) {
+		if ((st = tf_model_seq_new(m, &seq[b])))
+			tf_die_status(st, "sequence %d", b);
+		for (int64_t p = 0; p < ctx; p++) {
+			ids[p] = (int32_t)((p * 131 + (int64_t)b * 17 + 5) % V);
+			pos[p] = p;
+			sq[p] = seq[b];
+		}
+		if ((st = tf_model_forward(m, (int)ctx, ids, pos, sq, lg)))
+			tf_die_status(st, "prefill");
+		next[b] = argmax(lg + (size_t)(ctx - 1) * V, V);
+	}
+	double t1 = tf_now();
+	*prefill_tps = (double)B * (double)ctx / (t1 - t0);
+	int64_t steps = 0;
+	do {
+		for (int b = 0; b < B; b++) {
+			ids[b] = next[b];
+			pos[b] = ctx + steps;
+			sq[b] = seq[b];
+		}
+		if ((st = tf_model_forward(m, B, ids, pos, sq, lg)))
+			tf_die_status(st, "decode");
+		for (int b = 0; b < B; b++)
+			next[b] = argmax(lg + (size_t)b * V, V);
+		steps++;
+	} while (steps < max_steps && tf_now() - t1 < bench.seconds);
+	*decode_tps = (double)B * (double)steps / (tf_now() - t1);
+	*steps_done = steps;
+	for (int b = 0; b < B; b++)
+		tf_model_seq_free(m, seq[b]);
+	free(ids);
+	free(pos);
+	free(sq);
+	free(lg);
+	free(next);
+}
+
+int bench_decode(void)
+{
+	if (strcmp(bench.backend, "cpu"))
+		tf_die(69, "decode: only --backend cpu runs decode in this version");
+	if (!!bench.pack == !!bench.preset)
+		tf_usage_error("decode: give one of --pack DIR and --preset NAME");
+	int64_t rows[16];
+	int nrows = bench_parse_list(bench.rows, "rows", 1, 64, rows, 16);
+	char tmp[64] = "", dir[128];
+	const char *pack = bench.pack;
+	tf_status st;
+	if (bench.preset) {
+		struct tf_config cfg;
+		if ((st = tf_config_preset(&cfg, bench.preset)))
+			tf_die_status(st, "decode");
+		const char *td = getenv("TMPDIR");
+		snprintf(tmp, sizeof tmp, "%s/tf-bench-XXXXXX", td && *td && strlen(td) < 40 ? td : "/tmp");
+		if (!mkdtemp(tmp))
+			tf_die(73, "cannot make a temporary folder under %s", tmp);
+		snprintf(dir, sizeof dir, "%s/pack", tmp);
+		struct tf_synth_opts so = {.config = &cfg, .seed = 1, .bits = {2, 3, 4}, .nbits = 3,
+					   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 1u << 30,
+					   .index = true};
+		struct tf_synth_stats ss;
+		if ((st = tf_synth_write(&so, dir, &ss)))
+			tf_die_status(st, "decode: writing the %s pack", bench.preset);
+		pack = dir;
+	}
+	int64_t max_steps = 256;
+	struct tf_model_opts mo = {.threads = (int)bench.threads, .slots = 64,
+				   .max_positions = bench.ctx + max_steps + 1};
+	mo.pages = (int64_t)rows[0];
+	for (int i = 0; i < nrows; i++)
+		if (rows[i] > mo.pages)
+			mo.pages = rows[i];
+	mo.pages *= (mo.max_positions + 255) / 256 + 1;
+	struct tf_model *m;
+	if ((st = tf_model_open(pack, &mo, &m)))
+		tf_die_status(st, "decode: %s", pack);
+	if (!bench.json)
+		printf("%-8s %5s %6s %7s %12s %12s %7s\n", "model", "rows", "ctx", "threads",
+		       "prefill-t/s", "decode-t/s", "steps");
+	else
+		printf("[");
+	const char *name = bench.preset ? bench.preset : "pack";
+	for (int i = 0; i < nrows; i++) {
+		double pf, dc;
+		int64_t steps;
+		run_case(m, (int)rows[i], bench.ctx, max_steps, &pf, &dc, &steps);
+		if (bench.json)
+			printf("%s{\"model\":\"%s\",\"rows\":%lld,\"ctx\":%lld,\"threads\":%lld,"
+			       "\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"steps\":%lld}",
+			       i ? "," : "", name, (long long)rows[i], (long long)bench.ctx,
+			       (long long)bench.threads, pf, dc, (long long)steps);
+		else
+			printf("%-8s %5lld %6lld %7lld %12.1f %12.1f %7lld\n", name, (long long)rows[i],
+			       (long long)bench.ctx, (long long)bench.threads, pf, dc, (long long)steps);
+		fflush(stdout);
+	}
+	if (bench.json)
+		printf("]\n");
+	tf_model_free(m);
+	if (*tmp) {
+		char cmd[192];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+		if (system(cmd) != 0)
+			tf_warn("could not remove %s", tmp);
+	}
+	return 0;
+}

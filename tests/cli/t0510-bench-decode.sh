@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# tf-bench decode --backend cpu: prefill and decode rates of a tiny pack
+# (written by tf-pack-synth, and through --preset), JSON, and refusals: a
+# bad pack (exit 65), another backend (69), neither or both of --pack and
+# --preset (64).
+. "$TF_TESTS/lib.sh"
+
+run tf-pack-synth -p tiny -q -o pack
+expect_rc 0
+
+run tf-bench decode --backend cpu --pack pack -r 1,2 --ctx 8 -j 2 -t 0.05 --json
+expect_rc 0
+expect_json 'j.length == 2 && j[0].rows == 1 && j[1].rows == 2 && j[0].model == "pack"'
+expect_json 'j.every(r => r.ctx == 8 && r.prefill_tps > 0 && r.decode_tps > 0 && r.steps >= 1)'
+
+run tf-bench decode --backend cpu --preset tiny -r 1 --ctx 4 -t 0.02
+expect_rc 0
+expect_out '^model +rows +ctx'
+expect_out '^tiny +1 +4 +1 '
+
+# a config that no longer matches the tensors
+sed -i 's/"hidden_size": *256/"hidden_size": 384/' pack/config.json
+run tf-bench decode --backend cpu --pack pack -r 1 --ctx 4 -t 0.02
+expect_rc 65
+expect_err "^tf-bench: decode: pack"
+
+run tf-bench decode --backend cpu --pack nonexistent -r 1
+[ "$rc" -ne 0 ] || fail "a missing pack should fail"
+
+run tf-bench decode --pack pack
+expect_rc 69
+expect_err "only --backend cpu"
+
+run tf-bench decode --backend cpu
+expect_rc 64
+expect_err "one of --pack DIR and --preset NAME"
+
+run tf-bench decode --backend cpu --pack pack --preset tiny
+expect_rc 64
+
+# the decode example of tf-bench(1), as written there, in a shorter run
+sed -n '/^tf-bench decode --backend cpu/p' "$TF_TESTS/../../man/man1/tf-bench.1" >examples
+[ "$(wc -l <examples)" -eq 1 ] || fail "tf-bench(1) should show one decode example"
+bash -c "$(sed 's/-t 1$/-t 0.02/' examples)" >/dev/null || fail "example failed"
