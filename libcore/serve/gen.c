@@ -76,7 +76,8 @@ void tf_reply_release(struct tf_reply *r)
 static const char *anthropic_type(int status)
 {
 	switch (status) {
-	case 400: case 413: case 422: return "invalid_request_error";
+	case 400: case 405: case 422: case 431: return "invalid_request_error";
+	case 413: return "request_too_large";
 	case 401: return "authentication_error";
 	case 403: return "permission_error";
 	case 404: return "not_found_error";
@@ -219,8 +220,8 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 	}
 	json_t *delta;
 	if (g->req.api == TF_API_COMPLETIONS) {
-		sse_data(g, chunk(g, json_pack("{s:i,s:s,s:n,s:n}", "index", 0, "text", text,
-					       "logprobs", "finish_reason")));
+		sse_data(g, chunk(g, json_pack("{s:i,s:s,s:n}", "index", 0, "text", text,
+					       "finish_reason")));
 		note_event(g);
 		return;
 	}
@@ -435,8 +436,7 @@ static void stream_close(struct tf_gen *g)
 	} else {
 		json_t *choice = g->req.api == TF_API_CHAT
 			? json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason", fr)
-			: json_pack("{s:i,s:s,s:n,s:s}", "index", 0, "text", "", "logprobs",
-				    "finish_reason", fr);
+			: json_pack("{s:i,s:s,s:s}", "index", 0, "text", "", "finish_reason", fr);
 		json_t *c = chunk(g, choice);
 		json_object_set_new(c, "tf", extras_json(g));
 		sse_data(g, c);
@@ -696,8 +696,8 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	}
 	if (rc) {
 		tf_reply_error(err, anthropic, rc == TF_ERR_FORMAT ? 400 : 500,
-			       rc == TF_ERR_FORMAT ? "invalid_request_error" : "server_error", NULL,
-			       rc == TF_ERR_FORMAT ? param : NULL, "%s", tf_errmsg(rc));
+			       rc == TF_ERR_FORMAT ? "invalid_request_error" : "server_error", NULL, NULL,
+			       "%s", tf_errmsg(rc));
 		goto fail;
 	}
 	if (n == 0) {
@@ -881,15 +881,15 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r)
 		}
 		if (g->ncalls)
 			json_object_set_new(msg, "tool_calls", calls_openai(g));
-		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:s}],s:o,s:o}", "id", g->id, "object",
+		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:o,s:o}", "id", g->id, "object",
 			      "chat.completion", "created", (json_int_t)g->created, "model", g->env->model,
-			      "choices", "index", 0, "message", msg, "logprobs", "finish_reason", fr,
+			      "choices", "index", 0, "message", msg, "finish_reason", fr,
 			      "usage", usage_json(g), "tf", extras_json(g));
 	} else {
-		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:s%,s:n,s:s}],s:o,s:o}", "id", g->id, "object",
+		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:s%,s:s}],s:o,s:o}", "id", g->id, "object",
 			      "text_completion", "created", (json_int_t)g->created, "model", g->env->model,
 			      "choices", "index", 0, "text", g->content.data ? g->content.data : "",
-			      g->content.len, "logprobs", "finish_reason", fr, "usage", usage_json(g), "tf",
+			      g->content.len, "finish_reason", fr, "usage", usage_json(g), "tf",
 			      extras_json(g));
 	}
 	char *s = dump(v);

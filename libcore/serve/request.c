@@ -7,7 +7,9 @@
 
 #include "base/alloc.h"
 
-#define BAD(r, p, ...) ((r)->param = (p), tf_err(TF_ERR_FORMAT, __VA_ARGS__))
+/* A refusal: the 400 message. The reference names a parameter only for
+ * context and vocabulary refusals, so param is recorded by those alone. */
+#define BAD(r, p, ...) ((void)(p), tf_err(TF_ERR_FORMAT, __VA_ARGS__))
 
 static tf_status number(struct tf_req *r, const char *key, bool *has, double *out)
 {
@@ -194,7 +196,7 @@ static tf_status parse_completion(struct tf_req *r, uint32_t vocab)
 			return BAD(r, "prompt", "prompt must be a string or a non-empty list of token ids");
 		json_int_t id = json_integer_value(v);
 		if (id < 0 || (vocab && id >= vocab) || id > INT32_MAX)
-			return BAD(r, "prompt", "token id %lld is outside the vocabulary (0 to %u)",
+			return r->param = "prompt", BAD(r, "prompt", "token id %lld is outside the vocabulary (0 to %u)",
 				   (long long)id, vocab ? vocab - 1 : (uint32_t)INT32_MAX);
 		r->ids[i] = (int32_t)id;
 	}

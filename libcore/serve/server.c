@@ -601,6 +601,12 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	if (c->gen) {
 		if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 			tf_gen_cancel(c->gen);
+		/* Wait for the engine to end the job (a cancel lands at the next
+		 * round boundary), so the outcome is final when recorded. */
+		bool done = false;
+		while (!c->recorded && !done)
+			if (tf_gen_pump(c->gen, 50, NULL, &done))
+				tf_gen_cancel(c->gen);
 		record(c);
 		tf_gen_free(c->gen);
 	}
