@@ -306,7 +306,7 @@ static tf_status messages_to_chat(struct tf_req *r)
 					rc = BAD(r, "messages", "%s[%zu]: tool_use needs an id and a name", what, k);
 					break;
 				}
-				char *args = json_dumps(input ? input : json_object(), JSON_COMPACT | JSON_ENCODE_ANY);
+				char *args = input ? json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
 				json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:s}}", "id", id, "type",
 								       "function", "function", "name", name,
 								       "arguments", args ? args : "{}"));
