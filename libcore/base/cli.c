@@ -120,11 +120,15 @@ static tf_status set_value(const struct tf_opt *o, const char *v)
 			return tf_err(TF_ERR_ARG, "'%s' is not one of %s", v, o->choices);
 		*(const char **)o->dst = v;
 		break;
-	case TF_OPT_INT:
-		st = tf_parse_i64(v, (int64_t)o->min, (int64_t)o->max, true, (int64_t *)o->dst);
+	case TF_OPT_INT: {
+		/* a double holds INT64_MAX only approximately: clamp, never overflow */
+		int64_t lo = o->min <= -9.2e18 ? INT64_MIN : (int64_t)o->min;
+		int64_t hi = o->max >= 9.2e18 ? INT64_MAX : (int64_t)o->max;
+		st = tf_parse_i64(v, lo, hi, true, (int64_t *)o->dst);
 		break;
+	}
 	case TF_OPT_SIZE:
-		st = tf_parse_u64(v, o->max > 0 ? (uint64_t)o->max : UINT64_MAX, true,
+		st = tf_parse_u64(v, o->max > 0 && o->max < 1.8e19 ? (uint64_t)o->max : UINT64_MAX, true,
 				  (uint64_t *)o->dst);
 		break;
 	case TF_OPT_DOUBLE:
@@ -195,11 +199,14 @@ int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv)
 			tf_die(78, "%s: %s", o->env, tf_errmsg(st));
 	}
 
+	/* Static tables: --help and misuse exit from inside the loop. */
+	enum { MAXOPTS = 96 };
+	static struct option lo[MAXOPTS + 6];
+	static char so[2 * MAXOPTS + 16];
 	size_t n = cli->nopts;
-	struct option *lo = calloc(n + 6, sizeof *lo);
-	char *so = calloc(2 * n + 16, 1);
-	if (!lo || !so)
-		tf_die(71, "out of memory");
+	if (n > MAXOPTS)
+		tf_die(70, "%s: more than %d options", cli->name, MAXOPTS);
+	memset(lo, 0, sizeof lo);
 	char *sp = so;
 	*sp++ = ':'; /* report a missing argument as ':' */
 	for (size_t i = 0; i < n; i++) {
@@ -250,7 +257,5 @@ int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv)
 			tf_usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	free(lo);
-	free(so);
 	return optind;
 }

@@ -7,7 +7,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${TF_BIN:?set TF_BIN to the folder of the built programs}"
 export PATH="$TF_BIN:$PATH" TF_TESTS="$here" LC_ALL=C.UTF-8
 unset TF_LOG TF_THREADS TF_TP_RANK TF_TP_WORLD TF_TP_DEVICE
-tests=("$@")
+tests=()
+for t in "$@"; do tests+=("$(cd "$(dirname "$t")" && pwd)/$(basename "$t")"); done
 if [ ${#tests[@]} -eq 0 ]; then
 	shopt -s nullglob
 	tests=("$here"/t[0-9]*.sh)

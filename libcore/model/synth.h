@@ -1,0 +1,50 @@
+/* synth.h: write a complete, valid synthetic DeepSeek-V4.1 EXL3 pack for any
+ * config: config.json, tokenizer.json, sharded safetensors with an index,
+ * EXL3 groups (random trellis bits, suh random signs, svh = +-1/sqrt(K) so a
+ * layer keeps activations near unit scale), native tensors, and Engram
+ * tables (random e4m3 rows with modest UE8M0 scales).
+ *
+ * Every tensor's data depends only on (seed, tensor name), so packs with
+ * other shard sizes hold the same tensors. Data is generated and written in
+ * bounded chunks: memory stays flat in the pack size. Sparse packs write
+ * real headers and leave the data as holes. */
+#ifndef TF_MODEL_SYNTH_H
+#define TF_MODEL_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/progress.h"
+#include "base/status.h"
+#include "model/config.h"
+#include "model/names.h"
+
+enum tf_synth_codebooks { TF_SYNTH_3INST, TF_SYNTH_MCG, TF_SYNTH_MUL1, TF_SYNTH_MIXED };
+
+struct tf_synth_opts {
+	const struct tf_config *config;
+	uint64_t seed;
+	bool sparse;
+	bool q28;                 /* widths of the real 2.8-bpw release pack */
+	uint32_t bits[8];         /* otherwise: widths drawn from this list */
+	int nbits;
+	enum tf_synth_codebooks codebooks;
+	uint64_t shard_bytes;     /* start a new shard past this many bytes */
+	bool index;               /* write model.safetensors.index.json */
+	const char *tokenizer;    /* copy this tokenizer.json, or NULL to synthesise */
+	struct tf_progress *progress; /* or NULL */
+};
+
+struct tf_synth_stats {
+	uint64_t tensors, shards, bytes, data_bytes;
+};
+
+/* Write the pack into dir (created if missing; files replaced atomically). */
+tf_status tf_synth_write(const struct tf_synth_opts *o, const char *dir,
+			 struct tf_synth_stats *stats);
+/* The width a synthetic pack gives a group (exposed for tests). */
+uint32_t tf_synth_bits(const struct tf_synth_opts *o, const struct tf_group_spec *g);
+/* The codebook a synthetic pack gives a group. */
+enum tf_codebook tf_synth_codebook(const struct tf_synth_opts *o, const struct tf_group_spec *g);
+
+#endif
