@@ -267,3 +267,68 @@ void tf_reader_think_free(struct tf_reader *r)
 	tf_buf_release(&r->held);
 	free(r);
 }
+
+void tf_utf8_fix(const char *s, size_t n, struct tf_buf *out)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+	while (i < n) {
+		unsigned char c = p[i];
+		size_t len = 0;
+		unsigned char lo = 0x80, hi = 0xBF;
+		if (c < 0x80)
+			len = 1;
+		else if (c >= 0xC2 && c <= 0xDF)
+			len = 2;
+		else if (c >= 0xE0 && c <= 0xEF) {
+			len = 3;
+			lo = c == 0xE0 ? 0xA0 : 0x80;
+			hi = c == 0xED ? 0x9F : 0xBF;
+		} else if (c >= 0xF0 && c <= 0xF4) {
+			len = 4;
+			lo = c == 0xF0 ? 0x90 : 0x80;
+			hi = c == 0xF4 ? 0x8F : 0xBF;
+		}
+		size_t k = 1;
+		while (len > 1 && k < len && i + k < n &&
+		       p[i + k] >= (k == 1 ? lo : 0x80) && p[i + k] <= (k == 1 ? hi : 0xBF))
+			k++;
+		if (len && k == len) {
+			tf_buf_append(out, s + i, len);
+			i += len;
+		} else {
+			tf_buf_puts(out, "\xef\xbf\xbd");
+			i += k;
+		}
+	}
+}
+
+
+void tf_json_quote(struct tf_buf *out, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	tf_buf_reserve(out, n + 2);
+	tf_buf_putc(out, '"');
+	size_t run = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		tf_buf_append(out, s + run, i - run);
+		run = i + 1;
+		char e[7] = {'\\', (char)c, 0};
+		switch (c) {
+		case '"': case '\\': break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\t': e[1] = 't'; break;
+		case '\b': e[1] = 'b'; break;
+		case '\f': e[1] = 'f'; break;
+		default:
+			e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[c >> 4], e[5] = hex[c & 15];
+		}
+		tf_buf_puts(out, e);
+	}
+	tf_buf_append(out, s + run, n - run);
+	tf_buf_putc(out, '"');
+}

@@ -86,6 +86,13 @@ void tf_family_release(struct tf_family *f);
  * bytes count as complete and are later replaced). */
 size_t tf_utf8_complete(const char *s, size_t n);
 
+/* Append n bytes of s to out with every invalid UTF-8 sequence replaced by
+ * U+FFFD (one per maximal invalid part), so any bytes become JSON text. */
+void tf_utf8_fix(const char *s, size_t n, struct tf_buf *out);
+
+/* Append s (valid UTF-8) as a JSON string literal, quotes included. */
+void tf_json_quote(struct tf_buf *out, const char *s, size_t n);
+
 /* The </think> reader over plain text, usable by any family without tool
  * calls. */
 tf_status tf_reader_think_new(bool thinking, struct tf_reader **out);

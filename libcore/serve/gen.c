@@ -29,6 +29,8 @@ struct tf_gen {
 	char id[48];
 	long long created;
 	struct tf_buf raw;            /* decoded bytes, a character may be cut */
+	struct tf_buf fixed;          /* the complete part, invalid bytes replaced */
+	struct tf_buf head;           /* the chunk prefix up to "delta": / "text": */
 	struct tf_buf held;           /* text held back where a stop string may start */
 	const char *stop_hit;
 	struct tf_buf reasoning, content;
@@ -218,6 +220,29 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 		note_event(g);
 		return;
 	}
+	/* The frequent frames, written directly: the same bytes jansson would
+	 * give, without building objects per token. */
+	if (d->kind == TF_DELTA_REASONING || d->kind == TF_DELTA_CONTENT ||
+	    g->req.api == TF_API_COMPLETIONS) {
+		tf_buf_puts(g->out, "data: ");
+		tf_buf_append(g->out, g->head.data, g->head.len);
+		if (g->req.api == TF_API_COMPLETIONS) {
+			tf_json_quote(g->out, d->text, d->len);
+		} else if (d->kind == TF_DELTA_CONTENT) {
+			tf_buf_puts(g->out, "{\"content\":");
+			tf_json_quote(g->out, d->text, d->len);
+		} else {
+			tf_buf_puts(g->out, "{\"reasoning_content\":");
+			tf_json_quote(g->out, d->text, d->len);
+			tf_buf_puts(g->out, ",\"reasoning\":");
+			tf_json_quote(g->out, d->text, d->len);
+		}
+		tf_buf_puts(g->out, g->req.api == TF_API_COMPLETIONS ? ",\"finish_reason\":null}]}\n\n"
+			    : "},\"finish_reason\":null}]}\n\n");
+		g->t_last_write = now_s();
+		note_event(g);
+		return;
+	}
 	json_t *delta;
 	if (g->req.api == TF_API_COMPLETIONS) {
 		sse_data(g, chunk(g, json_pack("{s:i,s:s,s:n}", "index", 0, "text", text,
@@ -354,7 +379,10 @@ static tf_status tokens_in(struct tf_gen *g, const int32_t *t, size_t n)
 			return rc;
 		size_t ok = tf_utf8_complete(g->raw.data ? g->raw.data : "", g->raw.len);
 		if (ok) {
-			rc = text_in(g, g->raw.data, ok, false);
+			/* Complete characters go on; invalid bytes become U+FFFD. */
+			tf_buf_reset(&g->fixed);
+			tf_utf8_fix(g->raw.data, ok, &g->fixed);
+			rc = text_in(g, g->fixed.data, g->fixed.len, false);
 			memmove(g->raw.data, g->raw.data + ok, g->raw.len - ok);
 			g->raw.len -= ok;
 			g->raw.data[g->raw.len] = 0;
@@ -677,6 +705,18 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	g->created = (long long)time(NULL);
 	strcpy(g->id, anthropic ? "msg_" : g->req.api == TF_API_CHAT ? "chatcmpl-" : "cmpl-");
 	random_hex(g->id + strlen(g->id), 12);
+	if (!anthropic) { /* {"id":..,"object":..,"created":..,"model":..,"choices":[{"index":0,"delta": */
+		bool chat = g->req.api == TF_API_CHAT;
+		tf_buf_puts(&g->head, "{\"id\":");
+		tf_json_quote(&g->head, g->id, strlen(g->id));
+		tf_buf_printf(&g->head, ",\"object\":\"%s\",\"created\":%lld,\"model\":",
+			      chat ? "chat.completion.chunk" : "text_completion", g->created);
+		tf_buf_reset(&g->fixed);
+		tf_utf8_fix(env->model, strlen(env->model), &g->fixed);
+		tf_json_quote(&g->head, g->fixed.data, g->fixed.len);
+		tf_buf_puts(&g->head, chat ? ",\"choices\":[{\"index\":0,\"delta\":"
+			    : ",\"choices\":[{\"index\":0,\"text\":");
+	}
 	const char *param = g->req.api == TF_API_COMPLETIONS ? "prompt" : "messages";
 	if (g->req.api == TF_API_COMPLETIONS) {
 		if (g->req.ids) {
@@ -940,6 +980,8 @@ void tf_gen_free(struct tf_gen *g)
 		g->env->family->reader_free(g->reader);
 	tf_req_release(&g->req);
 	tf_buf_release(&g->raw);
+	tf_buf_release(&g->fixed);
+	tf_buf_release(&g->head);
 	tf_buf_release(&g->held);
 	tf_buf_release(&g->reasoning);
 	tf_buf_release(&g->content);

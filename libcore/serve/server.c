@@ -79,6 +79,8 @@ struct conn {
 	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
 	size_t sent;
 	bool eof;
+	bool silent;          /* the last pump brought nothing */
+	double peeked;        /* when the peer was last checked */
 };
 
 static enum tf_api api_of(enum route_kind k)
@@ -145,41 +147,7 @@ static enum MHD_Result send_error(struct MHD_Connection *mc, struct conn *c, boo
 	return ret;
 }
 
-/* Replace invalid UTF-8 by U+FFFD so that any bytes become a JSON string. */
-static void utf8_fix(const char *s, size_t n, struct tf_buf *out)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0;
-	while (i < n) {
-		unsigned char c = p[i];
-		size_t len = 0;
-		unsigned char lo = 0x80, hi = 0xBF;
-		if (c < 0x80)
-			len = 1;
-		else if (c >= 0xC2 && c <= 0xDF)
-			len = 2;
-		else if (c >= 0xE0 && c <= 0xEF) {
-			len = 3;
-			lo = c == 0xE0 ? 0xA0 : 0x80;
-			hi = c == 0xED ? 0x9F : 0xBF;
-		} else if (c >= 0xF0 && c <= 0xF4) {
-			len = 4;
-			lo = c == 0xF0 ? 0x90 : 0x80;
-			hi = c == 0xF4 ? 0x8F : 0xBF;
-		}
-		size_t k = 1;
-		while (len > 1 && k < len && i + k < n &&
-		       p[i + k] >= (k == 1 ? lo : 0x80) && p[i + k] <= (k == 1 ? hi : 0xBF))
-			k++;
-		if (len && k == len) {
-			tf_buf_append(out, s + i, len);
-			i += len;
-		} else {
-			tf_buf_puts(out, "\xef\xbf\xbd");
-			i += k;
-		}
-	}
-}
+static double mono(void);
 
 /* Peer gone: the socket reads EOF or errs (a zero-timeout poll, then a
  * one-byte peek). */
@@ -216,7 +184,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	while (c->pend.len == c->sent) {
 		if (c->eof)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (peer_gone(c->fd)) {
+		/* Between tokens: look for a client that left when the stream was
+		 * silent, or every 100 ms while it flows (a failed write also
+		 * ends it). */
+		double t = mono();
+		if ((c->silent || t - c->peeked >= 0.1) && (c->peeked = t, peer_gone(c->fd))) {
 			tf_log(TF_LOG_INFO, "client left a stream; cancelling");
 			tf_gen_cancel(c->gen);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -232,6 +204,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			c->eof = true;
 			record(c);
 		}
+		c->silent = c->pend.len == 0;
 	}
 	size_t n = c->pend.len - c->sent;
 	if (n > max)
@@ -453,7 +426,7 @@ static int serve_text(const struct tf_gen_env *env, enum route_kind k, const cha
 		else if (f->decode(f->ctx, ids, cnt, &raw))
 			tf_reply_error(r, false, 500, "server_error", NULL, NULL, "decode failed");
 		else {
-			utf8_fix(raw.data ? raw.data : "", raw.len, &text);
+			tf_utf8_fix(raw.data ? raw.data : "", raw.len, &text);
 			out = json_pack("{s:s%}", "prompt", text.data ? text.data : "", text.len);
 		}
 		tf_buf_release(&raw);
