@@ -182,15 +182,6 @@ tf_status tf_family_plain(struct tf_family *out)
 	return TF_OK;
 }
 
-#if !TF_HAVE_TEXT
-tf_status tf_family_dsv41(const char *pack_dir, struct tf_family *out)
-{
-	(void)pack_dir;
-	memset(out, 0, sizeof(*out));
-	return tf_err(TF_ERR_UNSUPPORTED,
-		      "the DeepSeek-V4.1 text layer (tokenizer, chat rendering, DSML) is not built in yet");
-}
-#endif
 
 void tf_family_release(struct tf_family *f)
 {

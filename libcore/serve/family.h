@@ -35,6 +35,7 @@ struct tf_delta {
 	size_t len;
 	int index;        /* tool call index (CALL, ARGS) */
 	const char *name; /* tool name (CALL) */
+	const char *id;   /* the call's id (CALL), or NULL: the server makes one */
 };
 
 typedef tf_status (*tf_delta_fn)(void *ctx, const struct tf_delta *d);
@@ -74,8 +75,9 @@ struct tf_family {
 /* The plain family (byte ids 0-255, 256 begin, 257 end). */
 tf_status tf_family_plain(struct tf_family *out);
 
-/* The DeepSeek-V4.1 family over a pack folder's tokenizer.json.
- * TF_ERR_UNSUPPORTED while the text layer is not built in. */
+/* The DeepSeek-V4.1 family over a pack folder's tokenizer.json (the V4.1
+ * markers added where a tokenizer lacks them). TF_ERR_NOTFOUND without one,
+ * TF_ERR_FORMAT for a bad one. */
 tf_status tf_family_dsv41(const char *pack_dir, struct tf_family *out);
 
 /* Release a family (free(NULL)-safe on a zeroed one). */

@@ -301,8 +301,12 @@ static tf_status on_delta(void *ctx, const struct tf_delta *d)
 		}
 		struct call *c = &g->calls[g->ncalls++];
 		memset(c, 0, sizeof(*c));
-		strcpy(c->id, g->anthropic ? "toolu_" : "call_");
-		random_hex(c->id + strlen(c->id), 12);
+		if (d->id && !g->anthropic && strlen(d->id) < sizeof(c->id)) {
+			strcpy(c->id, d->id);
+		} else {
+			strcpy(c->id, g->anthropic ? "toolu_" : "call_");
+			random_hex(c->id + strlen(c->id), 12);
+		}
 		c->name = tf_strdup(d->name ? d->name : "");
 		break;
 	}
