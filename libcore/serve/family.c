@@ -20,8 +20,9 @@ size_t tf_utf8_complete(const char *s, size_t n)
 	if (i == 0) /* only continuation bytes: invalid, let them through */
 		return n;
 	unsigned char c = (unsigned char)s[i - 1];
-	size_t want = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 1;
-	if (c < 0x80 || want == 1)
+	size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+		: c >= 0xF0 && c <= 0xF4 ? 4 : 1; /* 1: ASCII, or a byte no character starts with */
+	if (want == 1)
 		return n;
 	size_t have = back + 1;
 	return have < want ? i - 1 : n;
@@ -297,7 +298,7 @@ void tf_utf8_fix(const char *s, size_t n, struct tf_buf *out)
 
 void tf_json_quote(struct tf_buf *out, const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
+	static const char hex[] = "0123456789ABCDEF"; /* as jansson writes them */
 	tf_buf_reserve(out, n + 2);
 	tf_buf_putc(out, '"');
 	size_t run = 0;
