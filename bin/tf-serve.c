@@ -28,7 +28,7 @@ static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
 	connections, memo_cap, top_k;
 static uint64_t body_max;
-static double drain_s, keepalive_s, stub_token_ms, stub_wait_ms, temperature, top_p;
+static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
 static bool check, once;
 
 static const struct tf_opt opts[] = {
@@ -40,7 +40,7 @@ static const struct tf_opt opts[] = {
 	{"context", 'c', TF_OPT_INT, &context, "N", "TF_CONTEXT", "4096", "longest prompt plus completion in tokens", 16, 1 << 24, NULL},
 	{"max-tokens", 0, TF_OPT_INT, &max_tokens, "N", "TF_MAX_TOKENS", "4096", "completion limit when a request names none", 1, 1 << 24, NULL},
 	{"lanes", 'l', TF_OPT_INT, &lanes, "N", "TF_LANES", "64", "requests running at once (more wait)", 1, 65536, NULL},
-	{"round-tokens", 0, TF_OPT_INT, &round_tokens, "N", "TF_ROUND_TOKENS", "512", "token budget of one engine round", 16, 1 << 20, NULL},
+	{"round-tokens", 0, TF_OPT_INT, &round_tokens, "N", "TF_ROUND_TOKENS", "2048", "token budget of one engine round", 16, 1 << 20, NULL},
 	{"api-key", 'k', TF_OPT_STR, &api_key, "KEYS", "TF_API_KEY", NULL, "API keys, comma-separated (Bearer or x-api-key)", 0, 0, NULL},
 	{"api-key-file", 0, TF_OPT_STR, &api_key_file, "FILE", "TF_API_KEY_FILE", NULL, "file of API keys, one a line", 0, 0, NULL},
 	{"body-max", 0, TF_OPT_SIZE, &body_max, "SIZE", "TF_BODY_MAX", "32M", "request body limit (413 past it)", 0, (double)(1ull << 32), NULL},
@@ -55,6 +55,7 @@ static const struct tf_opt opts[] = {
 	{"seed-salt", 0, TF_OPT_STR, &seed_salt, "TEXT", "TF_SEED_SALT", "0", "salt of the default seed (SHA-256 of the prompt ids)", 0, 0, NULL},
 	{"reasoning-memory", 0, TF_OPT_INT, &memo_cap, "N", "TF_REASONING_MEMORY", "1024", "replies whose reasoning is kept to restore into history", 1, 1 << 24, NULL},
 	{"stub-token-ms", 0, TF_OPT_DOUBLE, &stub_token_ms, "MS", "TF_STUB_TOKEN_MS", "15", "stub engine: milliseconds per decode round (0: none)", 0, 60000, NULL},
+	{"stub-piece-us", 0, TF_OPT_DOUBLE, &stub_piece_us, "US", "TF_STUB_PIECE_US", "20", "stub engine: microseconds per prompt token (0: none)", 0, 1e6, NULL},
 	{"stub-wait-ms", 0, TF_OPT_DOUBLE, &stub_wait_ms, "MS", "TF_STUB_WAIT_MS", "800", "stub engine: the silence of @wait", 1, 3600000, NULL},
 	{"check", 0, TF_OPT_FLAG, &check, NULL, NULL, NULL, "validate the setup, print it and exit", 0, 0, NULL},
 	{"once", 0, TF_OPT_FLAG, &once, NULL, NULL, NULL, "answer one request JSON from stdin on stdout and exit", 0, 0, NULL},
@@ -179,8 +180,8 @@ int main(int argc, char **argv)
 
 	/* The engine. */
 	struct tf_stub_text text = {family.ctx, family.decode, family.encode, family.eos};
-	struct tf_stub_config sc = {.text = text, .token_ms = stub_token_ms, .wait_ms = stub_wait_ms,
-				    .zero_ok = true};
+	struct tf_stub_config sc = {.text = text, .token_ms = stub_token_ms, .piece_us = stub_piece_us,
+				    .wait_ms = stub_wait_ms, .zero_ok = true};
 	struct tf_planner_config pc = {.round_tokens = (uint32_t)round_tokens,
 				       .max_lanes = (uint32_t)lanes, .context = (uint32_t)context};
 	struct tf_engine_backend be;

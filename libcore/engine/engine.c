@@ -34,6 +34,9 @@ struct tf_engine_job {
 	bool halted;
 	char why[256];
 	atomic_bool cancel;
+	void (*notify)(void *ctx); /* under mu */
+	void *nctx;
+	bool notify_end_only;
 	uint32_t rounds;
 	double t_submit, t_admit, t_first, t_prefilled, t_end;
 };
@@ -128,6 +131,8 @@ static void job_finish(struct tf_engine_job *j, enum tf_engine_end end, tf_statu
 			j->t_prefilled = j->t_end;
 	}
 	pthread_cond_broadcast(&j->cv);
+	if (j->notify)
+		j->notify(j->nctx);
 	pthread_mutex_unlock(&j->mu);
 }
 
@@ -166,7 +171,10 @@ static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int3
 		if (j->lane.ngen >= j->params.max_tokens)
 			end = TF_ENGINE_LENGTH;
 	}
-	pthread_cond_broadcast(&j->cv);
+	if (n)
+		pthread_cond_broadcast(&j->cv);
+	if (n && j->notify && !j->notify_end_only && end == TF_ENGINE_RUNNING)
+		j->notify(j->nctx); /* job_finish notifies the end */
 	pthread_mutex_unlock(&j->mu);
 	if (end == TF_ENGINE_RUNNING)
 		return false;
@@ -607,6 +615,18 @@ size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int
 	*done = j->end != TF_ENGINE_RUNNING && j->nread == j->ntoks;
 	pthread_mutex_unlock(&j->mu);
 	return n;
+}
+
+void tf_engine_job_notify(struct tf_engine_job *j, void (*fn)(void *ctx), void *ctx,
+			  bool end_only)
+{
+	pthread_mutex_lock(&j->mu);
+	j->notify = fn;
+	j->nctx = ctx;
+	j->notify_end_only = end_only;
+	if (fn && j->end != TF_ENGINE_RUNNING)
+		fn(ctx);
+	pthread_mutex_unlock(&j->mu);
 }
 
 void tf_engine_job_cancel(struct tf_engine_job *j)

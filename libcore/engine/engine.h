@@ -162,6 +162,15 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
 size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int wait_ms,
 			  bool *done);
 
+/* Call fn(ctx) from the engine thread after each round that delivered
+ * tokens to j and when j ends (end_only: only when it ends). If j has
+ * already ended, fn is called at once, from the caller. fn runs under the
+ * job's lock: it must be short and must not call tf_engine_job_* on j.
+ * Passing fn NULL unregisters; once that returns, fn is not running and
+ * will not run again. Thread safe. */
+void tf_engine_job_notify(struct tf_engine_job *j, void (*fn)(void *ctx), void *ctx,
+			  bool end_only);
+
 /* Ask the engine to stop the job; it takes effect at the next round
  * boundary (end CANCELLED). Thread safe; idempotent. */
 void tf_engine_job_cancel(struct tf_engine_job *j);

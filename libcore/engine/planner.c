@@ -97,7 +97,7 @@ tf_status tf_planner_default(const struct tf_planner_config *c, struct tf_planne
 	if (c)
 		p->c = *c;
 	if (!p->c.round_tokens)
-		p->c.round_tokens = 512;
+		p->c.round_tokens = 2048;
 	if (!p->c.max_lanes)
 		p->c.max_lanes = 64;
 	if (!p->c.min_piece)

@@ -49,7 +49,7 @@ struct tf_planner {
 };
 
 struct tf_planner_config {
-	uint32_t round_tokens; /* token budget per round (default 512) */
+	uint32_t round_tokens; /* token budget per round (default 2048) */
 	uint32_t max_lanes;    /* running requests at once (default 64) */
 	uint32_t min_piece;    /* prompt tokens a round at least (default 32) */
 	uint32_t context;      /* longest prompt + completion (0: no limit) */

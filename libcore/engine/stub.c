@@ -220,7 +220,7 @@ tf_status tf_stub_new(const struct tf_stub_config *c, struct tf_engine_backend *
 	s->c = *c;
 	if (s->c.token_ms <= 0 && !s->c.zero_ok)
 		s->c.token_ms = 15;
-	if (s->c.piece_us <= 0)
+	if (s->c.piece_us <= 0 && !s->c.zero_ok)
 		s->c.piece_us = 20;
 	if (s->c.wait_ms <= 0)
 		s->c.wait_ms = 800;

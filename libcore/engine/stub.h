@@ -43,9 +43,9 @@ struct tf_stub_text {
 struct tf_stub_config {
 	struct tf_stub_text text;
 	double token_ms; /* per decode round (default 15; 0 is allowed with zero_ok) */
-	double piece_us; /* per prompt token (default 20) */
+	double piece_us; /* per prompt token (default 20; 0 is allowed with zero_ok) */
 	double wait_ms;  /* the silence of @wait (default 800) */
-	bool zero_ok;    /* token_ms 0 means no delay (benchmarks of the server) */
+	bool zero_ok;    /* token_ms and piece_us 0 mean no delay (benchmarks of the server) */
 };
 
 /* A stub backend; the engine frees it (backend.free). */

@@ -945,6 +945,17 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r)
 	free(s);
 }
 
+void tf_gen_notify(struct tf_gen *g, void (*fn)(void *ctx), void *ctx, bool end_only)
+{
+	if (g->job)
+		tf_engine_job_notify(g->job, fn, ctx, end_only);
+}
+
+bool tf_gen_done(const struct tf_gen *g)
+{
+	return g->done;
+}
+
 void tf_gen_cancel(struct tf_gen *g)
 {
 	if (g->job)

@@ -74,6 +74,14 @@ tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *d
 /* The whole reply of a non-streamed generation (after done). */
 void tf_gen_reply(struct tf_gen *g, struct tf_reply *r);
 
+/* Have fn(ctx) called (from the engine thread, briefly) when tokens reach
+ * the generation or it ends (end_only: when it ends); NULL stops it. See
+ * tf_engine_job_notify. */
+void tf_gen_notify(struct tf_gen *g, void (*fn)(void *ctx), void *ctx, bool end_only);
+
+/* True once pumping said done. */
+bool tf_gen_done(const struct tf_gen *g);
+
 /* The client left: cancel at the next round boundary. */
 void tf_gen_cancel(struct tf_gen *g);
 

@@ -8,6 +8,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 #include "base/alloc.h"
 #include "base/digest.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "serve/metrics.h"
 
 enum route_kind {
@@ -55,6 +57,8 @@ static const struct route routes[] = {
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
+struct conn;
+
 struct tf_server {
 	struct tf_server_config c;
 	struct MHD_Daemon *d;
@@ -65,22 +69,43 @@ struct tf_server {
 	atomic_bool draining;
 	long long started;
 	uint16_t port;
+	/* Generations in flight (for the ticker), and those whose client left
+	 * before the engine ended them (pumped to their end by the ticker). */
+	pthread_mutex_t list_mu;
+	struct conn *gens;
+	struct tf_gen **graves;
+	size_t ngraves, capgraves;
+	pthread_t ticker;
+	atomic_bool stopping;
+	bool ticking;
 };
 
-/* One request, from its headers to the end of its reply. */
+/* One request, from its headers to the end of its reply.
+ *
+ * A generation never blocks MHD's threads: when there is nothing to send it
+ * suspends its connection, and the engine's notification (or the ticker,
+ * for keepalives and clients that left) resumes it. The notes counter
+ * closes the race between "nothing to send" and "suspend": a notification
+ * after the last look is seen under mu before suspending. */
 struct conn {
 	struct tf_server *s;
+	struct MHD_Connection *mc;
 	const struct route *route;
 	struct tf_buf body;
 	bool too_big, counted, recorded;
 	bool answered;        /* a reply was queued */
 	int fd;
-	struct tf_gen *gen;   /* a stream in flight */
+	struct tf_gen *gen;   /* a generation in flight */
+	bool whole;           /* not streamed */
 	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
 	size_t sent;
 	bool eof;
-	bool silent;          /* the last pump brought nothing */
-	double peeked;        /* when the peer was last checked */
+	pthread_mutex_t mu;   /* guards suspended */
+	bool suspended;
+	atomic_uint notes;    /* engine notifications so far */
+	atomic_bool gone;     /* the ticker saw the client leave */
+	_Atomic double last_write; /* monotonic seconds of the last bytes out */
+	struct conn *prev, *next; /* in s->gens while gen is set */
 };
 
 static enum tf_api api_of(enum route_kind k)
@@ -149,74 +174,177 @@ static enum MHD_Result send_error(struct MHD_Connection *mc, struct conn *c, boo
 
 static double mono(void);
 
-/* Peer gone: the socket reads EOF or errs (a zero-timeout poll, then a
- * one-byte peek). */
-static bool peer_gone(int fd)
+static void record(struct tf_server *s, struct tf_gen *g)
 {
-	if (fd < 0)
-		return false;
-	struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-	if (poll(&p, 1, 0) <= 0)
-		return false;
-	if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL))
-		return true;
-	char b;
-	ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+	struct tf_gen_outcome o;
+	tf_gen_outcome(g, &o);
+	tf_metrics_generation(s->metrics, &o);
 }
 
-static void record(struct conn *c)
+/* Resume a suspended connection (any thread). */
+static void wake(struct conn *c)
 {
-	if (c->gen && !c->recorded) {
-		struct tf_gen_outcome o;
-		tf_gen_outcome(c->gen, &o);
-		tf_metrics_generation(c->s->metrics, &o);
-		c->recorded = true;
+	pthread_mutex_lock(&c->mu);
+	if (c->suspended) {
+		c->suspended = false;
+		MHD_resume_connection(c->mc);
 	}
+	pthread_mutex_unlock(&c->mu);
 }
 
-/* The stream reader MHD calls from the connection's thread: blocks in 50
- * ms steps for engine output, writing keepalives after silence; a client
- * that left ends the stream (the completion callback cancels the job). */
+/* The engine's notification: tokens arrived or the job ended. */
+static void on_note(void *ctx)
+{
+	struct conn *c = ctx;
+	atomic_fetch_add(&c->notes, 1);
+	wake(c);
+}
+
+/* Suspend unless a notification came since seen. Called from MHD's
+ * callbacks only. Returns true when suspended. */
+static bool try_suspend(struct conn *c, unsigned seen)
+{
+	bool ok = false;
+	pthread_mutex_lock(&c->mu);
+	if (atomic_load(&c->notes) == seen && !atomic_load(&c->gone) &&
+	    !atomic_load(&c->s->stopping)) {
+		c->suspended = true;
+		MHD_suspend_connection(c->mc);
+		ok = true;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return ok;
+}
+
+static void gens_add(struct conn *c)
+{
+	struct tf_server *s = c->s;
+	pthread_mutex_lock(&s->list_mu);
+	c->next = s->gens;
+	if (s->gens)
+		s->gens->prev = c;
+	s->gens = c;
+	pthread_mutex_unlock(&s->list_mu);
+}
+
+/* Take the generation off the connection: stop its notifications, and
+ * record it, or leave it to the ticker while the engine still holds it. */
+static void gens_drop(struct conn *c)
+{
+	struct tf_server *s = c->s;
+	if (!c->gen)
+		return;
+	tf_gen_notify(c->gen, NULL, NULL, false);
+	pthread_mutex_lock(&s->list_mu);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->gens = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	bool grave = !tf_gen_done(c->gen);
+	if (grave) {
+		tf_gen_cancel(c->gen);
+		if (s->ngraves == s->capgraves &&
+		    !tf_realloc_array(&s->graves, s->capgraves ? s->capgraves * 2 : 16, sizeof(*s->graves)))
+			s->capgraves = s->capgraves ? s->capgraves * 2 : 16;
+		if (s->ngraves < s->capgraves)
+			s->graves[s->ngraves++] = c->gen;
+		else
+			grave = false; /* out of memory: free it unrecorded */
+	}
+	pthread_mutex_unlock(&s->list_mu);
+	if (!grave) {
+		if (!c->recorded)
+			record(s, c->gen);
+		tf_gen_free(c->gen);
+	}
+	c->gen = NULL;
+}
+
+/* The stream reader MHD calls: hand over what the generation has ready,
+ * or suspend until the engine (or the ticker) has more. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct conn *c = cls;
-	while (c->pend.len == c->sent) {
+	for (;;) {
+		if (c->pend.len > c->sent) {
+			size_t n = c->pend.len - c->sent;
+			if (n > max)
+				n = max;
+			memcpy(buf, c->pend.data + c->sent, n);
+			c->sent += n;
+			atomic_store(&c->last_write, mono());
+			return (ssize_t)n;
+		}
 		if (c->eof)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		/* Between tokens: look for a client that left when the stream was
-		 * silent, or every 100 ms while it flows (a failed write also
-		 * ends it). */
-		double t = mono();
-		if ((c->silent || t - c->peeked >= 0.1) && (c->peeked = t, peer_gone(c->fd))) {
+		if (atomic_load(&c->gone)) {
 			tf_log(TF_LOG_INFO, "client left a stream; cancelling");
 			tf_gen_cancel(c->gen);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
+		unsigned seen = atomic_load(&c->notes);
 		tf_buf_reset(&c->pend);
 		c->sent = 0;
 		bool done = false;
-		if (tf_gen_pump(c->gen, 50, &c->pend, &done)) {
+		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
 			tf_gen_cancel(c->gen);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
-		if (done) {
+		if (done && !c->eof) {
 			c->eof = true;
-			record(c);
+			record(c->s, c->gen);
+			c->recorded = true;
 		}
-		c->silent = c->pend.len == 0;
+		if (c->pend.len || c->eof)
+			continue;
+		if (try_suspend(c, seen))
+			return 0;
+		if (atomic_load(&c->s->stopping)) {
+			tf_gen_cancel(c->gen);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
 	}
-	size_t n = c->pend.len - c->sent;
-	if (n > max)
-		n = max;
-	memcpy(buf, c->pend.data + c->sent, n);
-	c->sent += n;
-	return (ssize_t)n;
 }
 
 static void stream_free(void *cls)
 {
 	(void)cls; /* the connection record owns the stream; see completed() */
+}
+
+/* A whole reply: called again each time the connection is resumed. */
+static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
+{
+	if (atomic_load(&c->gone)) {
+		tf_gen_cancel(c->gen);
+		return MHD_NO;
+	}
+	for (;;) {
+		unsigned seen = atomic_load(&c->notes);
+		bool done = false;
+		for (int k = 0; k < 64 && !done; k++)
+			if (tf_gen_pump(c->gen, 0, NULL, &done)) {
+				tf_gen_cancel(c->gen);
+				break;
+			}
+		if (done)
+			break;
+		if (try_suspend(c, seen))
+			return MHD_YES;
+		if (atomic_load(&c->s->stopping)) {
+			tf_gen_cancel(c->gen);
+			return MHD_NO;
+		}
+	}
+	record(c->s, c->gen);
+	c->recorded = true;
+	struct tf_reply r = {0};
+	tf_gen_reply(c->gen, &r);
+	enum MHD_Result ret = send_reply(mc, c, &r, NULL, r.status >= 500);
+	tf_reply_release(&r);
+	return ret;
 }
 
 static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *c)
@@ -252,43 +380,103 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	struct tf_gen *g;
 	if (tf_gen_start(&s->c.env, &req, &g, &err))
 		goto refuse;
-	if (tf_gen_streaming(g)) {
-		c->gen = g;
-		struct MHD_Response *resp =
-			MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, stream_free);
-		if (!resp)
-			return MHD_NO;
-		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-		MHD_add_response_header(resp, "Cache-Control", "no-cache");
-		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-		enum MHD_Result ret = MHD_queue_response(mc, 200, resp);
-		MHD_destroy_response(resp);
-		tf_metrics_http(s->metrics, 200);
-		return ret;
-	}
-	/* A whole reply: pump in 50 ms steps, watching for a client that left. */
-	bool done = false, gone = false;
-	while (!done) {
-		if (tf_gen_pump(g, 50, NULL, &done))
-			tf_gen_cancel(g);
-		if (!done && !gone && peer_gone(c->fd)) {
-			gone = true;
-			tf_gen_cancel(g);
-		}
-	}
 	c->gen = g;
-	record(c);
-	if (gone)
+	c->whole = !tf_gen_streaming(g);
+	atomic_store(&c->last_write, mono());
+	gens_add(c);
+	tf_gen_notify(g, on_note, c, c->whole);
+	if (c->whole)
+		return whole_step(mc, c);
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, stream_free);
+	if (!resp)
 		return MHD_NO;
-	struct tf_reply r = {0};
-	tf_gen_reply(g, &r);
-	enum MHD_Result ret = send_reply(mc, c, &r, NULL, r.status >= 500);
-	tf_reply_release(&r);
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	enum MHD_Result ret = MHD_queue_response(mc, 200, resp);
+	MHD_destroy_response(resp);
+	c->answered = true;
+	tf_metrics_http(s->metrics, 200);
 	return ret;
 refuse:;
 	enum MHD_Result ret2 = send_reply(mc, c, &err, NULL, false);
 	tf_reply_release(&err);
 	return ret2;
+}
+
+/* The ticker: every 50 ms, resume streams due a keepalive, find clients
+ * that left suspended requests (MHD does not watch suspended sockets), and
+ * pump abandoned generations to their end. */
+static void *ticker_main(void *arg)
+{
+	struct tf_server *s = arg;
+	double keep = s->c.env.keepalive_s, last_peek = 0;
+	struct pollfd *pf = NULL;
+	struct conn **pc = NULL;
+	size_t cap = 0;
+	while (!atomic_load(&s->stopping)) {
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+		double t = mono();
+		bool peek = t - last_peek >= 0.1;
+		size_t n = 0;
+		pthread_mutex_lock(&s->list_mu);
+		for (struct conn *c = s->gens; c; c = c->next) {
+			pthread_mutex_lock(&c->mu);
+			bool susp = c->suspended;
+			pthread_mutex_unlock(&c->mu);
+			if (!susp)
+				continue;
+			if (!c->whole && keep > 0 && t - atomic_load(&c->last_write) >= keep) {
+				wake(c);
+				continue;
+			}
+			if (!peek)
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				if (tf_realloc_array(&pf, nc, sizeof(*pf)) || tf_realloc_array(&pc, nc, sizeof(*pc)))
+					break;
+				cap = nc;
+			}
+			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLIN | POLLRDHUP};
+			pc[n++] = c;
+		}
+		if (n && poll(pf, n, 0) > 0)
+			for (size_t i = 0; i < n; i++) {
+				short r = pf[i].revents;
+				char b;
+				if (!r)
+					continue;
+				if ((r & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) ||
+				    recv(pf[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+					atomic_store(&pc[i]->gone, true);
+					wake(pc[i]);
+				}
+			}
+		if (peek)
+			last_peek = t;
+		/* Abandoned generations: pump to the end (the cancel lands at the
+		 * next round boundary), then record and free. */
+		for (size_t i = 0; i < s->ngraves;) {
+			bool done = false;
+			for (int k = 0; k < 64 && !done; k++)
+				if (tf_gen_pump(s->graves[i], 0, NULL, &done))
+					tf_gen_cancel(s->graves[i]);
+			if (done) {
+				record(s, s->graves[i]);
+				tf_gen_free(s->graves[i]);
+				s->graves[i] = s->graves[--s->ngraves];
+			} else {
+				i++;
+			}
+		}
+		pthread_mutex_unlock(&s->list_mu);
+	}
+	free(pf);
+	free(pc);
+	return NULL;
 }
 
 static enum MHD_Result serve_health(struct MHD_Connection *mc, struct conn *c, bool authed)
@@ -490,7 +678,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		if (!c)
 			return MHD_NO;
 		c->s = s;
+		c->mc = mc;
 		c->fd = -1;
+		pthread_mutex_init(&c->mu, NULL);
 		*con_cls = c;
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -539,6 +729,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
+		return whole_step(mc, c);
 	if (c->answered || !c->route) /* a reply was queued already */
 		return MHD_YES;
 	const struct route *rt = c->route;
@@ -571,22 +763,14 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	struct conn *c = *con_cls;
 	if (!c)
 		return;
-	if (c->gen) {
-		if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-			tf_gen_cancel(c->gen);
-		/* Wait for the engine to end the job (a cancel lands at the next
-		 * round boundary), so the outcome is final when recorded. */
-		bool done = false;
-		while (!c->recorded && !done)
-			if (tf_gen_pump(c->gen, 50, NULL, &done))
-				tf_gen_cancel(c->gen);
-		record(c);
-		tf_gen_free(c->gen);
-	}
+	if (c->gen && why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		tf_gen_cancel(c->gen);
+	gens_drop(c);
 	if (c->counted)
 		atomic_fetch_sub(&c->s->inflight, 1);
 	tf_buf_release(&c->body);
 	tf_buf_release(&c->pend);
+	pthread_mutex_destroy(&c->mu);
 	free(c);
 	*con_cls = NULL;
 }
@@ -610,6 +794,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	if (!s)
 		return tf_err(TF_ERR_NOMEM, "server: out of memory");
 	s->c = *c;
+	pthread_mutex_init(&s->list_mu, NULL);
 	s->started = (long long)time(NULL);
 	tf_status rc = tf_metrics_new(&s->metrics);
 	if (rc)
@@ -626,8 +811,13 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		s->c.keys = NULL;
 	}
 	struct sockaddr_storage ss = {0};
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+	/* epoll threads that never block: generations suspend their connection
+	 * while they wait for the engine. */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG;
+	unsigned pool = (unsigned)tf_cpu_count();
+	if (pool > 4)
+		pool = 4;
 	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 	if (inet_pton(AF_INET, c->host, &v4->sin_addr) == 1) {
@@ -647,7 +837,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->connections_max,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-				MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+				MHD_OPTION_THREAD_POOL_SIZE, pool,
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_END);
@@ -657,6 +847,14 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	}
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : c->port;
+	int e = pthread_create(&s->ticker, NULL, ticker_main, s);
+	if (e) {
+		errno = e;
+		MHD_stop_daemon(s->d);
+		rc = tf_err_errno(TF_ERR_OS, "cannot start the server's ticker");
+		goto fail;
+	}
+	s->ticking = true;
 	*out = s;
 	return TF_OK;
 fail:
@@ -709,10 +907,31 @@ long tf_server_drain(struct tf_server *s, double drain_s, atomic_int *signals)
 
 void tf_server_stop(struct tf_server *s)
 {
-	if (s && s->d) {
-		MHD_stop_daemon(s->d);
-		s->d = NULL;
+	if (!s || !s->d)
+		return;
+	/* No connection may stay suspended past this point: stop the ticker,
+	 * refuse new suspensions, wake the suspended. */
+	atomic_store(&s->stopping, true);
+	if (s->ticking) {
+		pthread_join(s->ticker, NULL);
+		s->ticking = false;
 	}
+	pthread_mutex_lock(&s->list_mu);
+	for (struct conn *c = s->gens; c; c = c->next)
+		wake(c);
+	pthread_mutex_unlock(&s->list_mu);
+	MHD_stop_daemon(s->d);
+	s->d = NULL;
+	/* Generations whose clients left: wait for their end, then record. */
+	for (size_t i = 0; i < s->ngraves; i++) {
+		bool done = false;
+		for (int k = 0; k < 100 && !done; k++)
+			if (tf_gen_pump(s->graves[i], 50, NULL, &done))
+				tf_gen_cancel(s->graves[i]);
+		record(s, s->graves[i]);
+		tf_gen_free(s->graves[i]);
+	}
+	s->ngraves = 0;
 }
 
 void tf_server_free(struct tf_server *s)
@@ -721,6 +940,8 @@ void tf_server_free(struct tf_server *s)
 		return;
 	tf_server_stop(s);
 	tf_metrics_free(s->metrics);
+	pthread_mutex_destroy(&s->list_mu);
+	free(s->graves);
 	free(s->keys);
 	free(s);
 }
