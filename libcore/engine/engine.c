@@ -610,7 +610,8 @@ size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int
 	size_t n = j->ntoks - j->nread;
 	if (n > cap)
 		n = cap;
-	memcpy(buf, j->toks + j->nread, n * sizeof(*buf));
+	if (n)
+		memcpy(buf, j->toks + j->nread, n * sizeof(*buf));
 	j->nread += n;
 	*done = j->end != TF_ENGINE_RUNNING && j->nread == j->ntoks;
 	pthread_mutex_unlock(&j->mu);

@@ -559,7 +559,9 @@ static int serve_text(const struct tf_gen_env *env, enum route_kind k, const cha
 			tf_reply_error(r, anthropic, rc == TF_ERR_FORMAT ? 400 : 500,
 				       "invalid_request_error", NULL, req.param, "%s", tf_errmsg(rc));
 		} else {
-			char *s = json_dumps(json_pack("{s:I}", "input_tokens", (json_int_t)nids), JSON_COMPACT);
+			json_t *v = json_pack("{s:I}", "input_tokens", (json_int_t)nids);
+			char *s = json_dumps(v, JSON_COMPACT);
+			json_decref(v);
 			tf_buf_puts(&r->body, s ? s : "{}");
 			free(s);
 		}

@@ -13,7 +13,10 @@ export function start(args = [], env = {}) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => {
+    if (code !== 0) console.error(`tf-serve exited ${code ?? signal}; its stderr:\n${err}`);
+    resolve({ code, signal });
+  }));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('tf-serve did not start: ' + err)), 10000);
     proc.stderr.on('data', (d) => {

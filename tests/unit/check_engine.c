@@ -3,6 +3,7 @@
  * the stub backend. */
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -419,6 +420,9 @@ static char *stub_reply(struct tf_engine *e, const char *prompt, uint32_t max,
 	for (size_t i = 0; i < k; i++)
 		s[i] = (char)out[i];
 	tf_engine_job_result(j, r);
+	static char why[256]; /* r->why is the job's: keep a copy past the free */
+	snprintf(why, sizeof(why), "%s", r->why);
+	r->why = why;
 	tf_engine_job_free(j);
 	return s;
 }
