@@ -110,6 +110,13 @@ static void read_key_file(const char *file, char ***v, size_t *n)
 	free(data);
 }
 
+static void free_list(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 static atomic_int signals;
 static sigset_t stop_set;
 
@@ -175,6 +182,8 @@ int main(int argc, char **argv)
 		       "%zu API key%s\n", engine_name, family.name, model, (long long)context,
 		       (long long)lanes, host, (long long)port, nkeys, nkeys == 1 ? "" : "s");
 		tf_family_release(&family);
+		free_list(keys, nkeys);
+		free_list(names, nnames);
 		return 0;
 	}
 
@@ -271,11 +280,7 @@ int main(int argc, char **argv)
 	tf_engine_close(engine);
 	tf_memo_free(memo);
 	tf_family_release(&family);
-	for (size_t i = 0; i < nkeys; i++)
-		free(keys[i]);
-	for (size_t i = 0; i < nnames; i++)
-		free(names[i]);
-	free(keys);
-	free(names);
+	free_list(keys, nkeys);
+	free_list(names, nnames);
 	return code;
 }
