@@ -270,6 +270,33 @@ static tf_status parse_rope(struct tf_config *c, const json_t *t, const char *wh
 	return TF_OK;
 }
 
+/* The u32 fields of config.json and where they go. */
+static const struct {
+	const char *key;
+	size_t off;
+} ints[] = {
+#define F(k, f) {k, offsetof(struct tf_config, f)}
+	F("vocab_size", vocab), F("hidden_size", hidden), F("num_hidden_layers", layers),
+	F("num_attention_heads", heads), F("head_dim", head_dim),
+	F("qk_rope_head_dim", rope_dim), F("q_lora_rank", q_lora),
+	F("o_lora_rank", o_lora), F("o_groups", o_groups), F("sliding_window", window),
+	F("n_routed_experts", experts), F("n_shared_experts", shared_experts),
+	F("num_experts_per_tok", topk), F("moe_intermediate_size", expert_width),
+	F("index_n_heads", index_heads), F("index_head_dim", index_dim),
+	F("index_topk", index_topk), F("candidate_topk_blocks", candidate_blocks),
+	F("candidate_block_size", candidate_block_size), F("hc_mult", hc_mult),
+	F("hc_sinkhorn_iters", hc_sinkhorn_iters),
+	F("engram_max_ngram_size", engram_max_ngram), F("engram_n_heads", engram_heads),
+	F("engram_head_dim", engram_head_dim), F("engram_pad_token_id", engram_pad),
+	F("engram_compressed_vocab_size", engram_compressed_vocab),
+	F("num_nextn_predict_layers", mtp_layers), F("dspark_block_size", dspark_block),
+	F("dspark_noise_token_id", dspark_noise_token),
+	F("dspark_markov_rank", dspark_markov_rank),
+	F("dspark_n_routed_experts", dspark_experts),
+	F("dspark_num_experts_per_tok", dspark_topk),
+#undef F
+};
+
 tf_status tf_config_from_json(struct tf_config *c, const json_t *root, const char *what)
 {
 	release(c);
@@ -280,31 +307,6 @@ tf_status tf_config_from_json(struct tf_config *c, const json_t *root, const cha
 		return tf_err(TF_ERR_FORMAT, "%s: 'text_config' is not an object", what);
 	if (!t)
 		t = root;
-	static const struct {
-		const char *key;
-		size_t off;
-	} ints[] = {
-#define F(k, f) {k, offsetof(struct tf_config, f)}
-		F("vocab_size", vocab), F("hidden_size", hidden), F("num_hidden_layers", layers),
-		F("num_attention_heads", heads), F("head_dim", head_dim),
-		F("qk_rope_head_dim", rope_dim), F("q_lora_rank", q_lora),
-		F("o_lora_rank", o_lora), F("o_groups", o_groups), F("sliding_window", window),
-		F("n_routed_experts", experts), F("n_shared_experts", shared_experts),
-		F("num_experts_per_tok", topk), F("moe_intermediate_size", expert_width),
-		F("index_n_heads", index_heads), F("index_head_dim", index_dim),
-		F("index_topk", index_topk), F("candidate_topk_blocks", candidate_blocks),
-		F("candidate_block_size", candidate_block_size), F("hc_mult", hc_mult),
-		F("hc_sinkhorn_iters", hc_sinkhorn_iters),
-		F("engram_max_ngram_size", engram_max_ngram), F("engram_n_heads", engram_heads),
-		F("engram_head_dim", engram_head_dim), F("engram_pad_token_id", engram_pad),
-		F("engram_compressed_vocab_size", engram_compressed_vocab),
-		F("num_nextn_predict_layers", mtp_layers), F("dspark_block_size", dspark_block),
-		F("dspark_noise_token_id", dspark_noise_token),
-		F("dspark_markov_rank", dspark_markov_rank),
-		F("dspark_n_routed_experts", dspark_experts),
-		F("dspark_num_experts_per_tok", dspark_topk),
-#undef F
-	};
 	tf_status st;
 	for (size_t i = 0; i < N_OF(ints); i++)
 		if ((st = get_u32(t, what, ints[i].key, (uint32_t *)((char *)c + ints[i].off))))
@@ -382,6 +384,16 @@ tf_status tf_config_validate(const struct tf_config *c)
 		if (!(cond)) \
 			return tf_err(TF_ERR_CONFIG, __VA_ARGS__); \
 	} while (0)
+	/* Bounds far above any real model keep every size product in range. */
+	NEED(c->hidden <= 65536 && c->expert_width <= 65536 && c->vocab <= (1u << 24) &&
+	     c->heads <= 1024 && c->head_dim <= 4096 && c->q_lora <= 65536 && c->o_lora <= 65536 &&
+	     c->o_groups <= 1024 && c->experts <= 4096 && c->dspark_experts <= 4096 &&
+	     c->index_heads <= 1024 && c->index_dim <= 4096 && c->engram_heads <= 64 &&
+	     c->engram_head_dim <= 4096 && c->engram_max_ngram <= 8 && c->window <= (1u << 20) &&
+	     c->hc_sinkhorn_iters <= 1000 && c->dspark_markov_rank <= 65536 &&
+	     c->candidate_block_size <= 65536 && c->index_topk <= (1u << 20),
+	     "a size is beyond the supported limits (hidden, widths and dims up to 65536, "
+	     "vocab up to 2^24)");
 	NEED(c->hidden && c->hidden % 128 == 0, "hidden_size %u is not a positive multiple of 128",
 	     c->hidden);
 	NEED(c->expert_width && c->expert_width % 128 == 0,
@@ -538,42 +550,23 @@ json_t *tf_config_to_json(const struct tf_config *c)
 	json_t *rows = json_array();
 	for (uint32_t i = 0; i < c->n_engram; i++)
 		json_array_append_new(rows, json_integer((json_int_t)c->engram_rows[i]));
-	json_t *t = json_pack(
-		"{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:i,s:i,s:i,s:i,s:i,s:f,s:b,s:f,"
-		"s:s,s:s}",
-		"vocab_size", c->vocab, "hidden_size", c->hidden, "num_hidden_layers", c->layers,
-		"num_attention_heads", c->heads, "head_dim", c->head_dim, "qk_rope_head_dim",
-		c->rope_dim, "q_lora_rank", c->q_lora, "o_lora_rank", c->o_lora, "o_groups",
-		c->o_groups, "rms_norm_eps", (double)c->eps, "sliding_window", c->window,
-		"n_routed_experts", c->experts, "n_shared_experts", c->shared_experts,
-		"num_experts_per_tok", c->topk, "moe_intermediate_size", c->expert_width,
-		"routed_scaling_factor", (double)c->routed_scale, "norm_topk_prob", c->norm_topk,
-		"swiglu_limit", (double)c->swiglu_limit, "scoring_func", "sqrtsoftplus",
-		"topk_method", "noaux_tc");
+	json_t *t = json_object();
+	for (size_t i = 0; i < N_OF(ints); i++)
+		json_object_set_new(t, ints[i].key, json_integer(*(const uint32_t *)((const char *)c +
+									ints[i].off)));
+	json_object_update_new(t, json_pack("{s:f,s:f,s:b,s:f,s:s,s:s,s:I,s:I,s:f,s:f,s:f}",
+		"rms_norm_eps", (double)c->eps, "routed_scaling_factor", (double)c->routed_scale,
+		"norm_topk_prob", c->norm_topk, "swiglu_limit", (double)c->swiglu_limit,
+		"scoring_func", "sqrtsoftplus", "topk_method", "noaux_tc",
+		"candidate_source_layer_id", (json_int_t)c->candidate_source, "engram_vocab_size",
+		(json_int_t)c->engram_vocab, "hc_eps", (double)c->hc_eps, "hc_post_alpha",
+		(double)c->hc_post_alpha, "engram_gate_clamp", (double)c->engram_gate_clamp));
 	json_object_set_new(t, "compress_ratios", u32_list(c->compress_ratios, c->n_ratios));
 	json_object_set_new(t, "kv_source_layer_ids", u32_list(c->kv_sources, c->n_kv_sources));
 	json_object_set_new(t, "index_source_layer_ids",
 			    u32_list(c->index_sources, c->n_index_sources));
-	json_object_update_new(t, json_pack("{s:i,s:i,s:i,s:I,s:i,s:i,s:i,s:i,s:f,s:f}",
-		"index_n_heads", c->index_heads, "index_head_dim", c->index_dim, "index_topk",
-		c->index_topk, "candidate_source_layer_id", (json_int_t)c->candidate_source,
-		"candidate_topk_blocks", c->candidate_blocks, "candidate_block_size",
-		c->candidate_block_size, "hc_mult", c->hc_mult, "hc_sinkhorn_iters",
-		c->hc_sinkhorn_iters, "hc_eps", (double)c->hc_eps, "hc_post_alpha",
-		(double)c->hc_post_alpha));
 	json_object_set_new(t, "engram_layer_ids", u32_list(c->engram_layers, c->n_engram));
 	json_object_set_new(t, "engram_num_embeddings", rows);
-	json_object_update_new(t, json_pack("{s:i,s:I,s:i,s:i,s:i,s:i,s:f}",
-		"engram_max_ngram_size", c->engram_max_ngram, "engram_vocab_size",
-		(json_int_t)c->engram_vocab, "engram_n_heads", c->engram_heads, "engram_head_dim",
-		c->engram_head_dim, "engram_pad_token_id", c->engram_pad,
-		"engram_compressed_vocab_size", c->engram_compressed_vocab, "engram_gate_clamp",
-		(double)c->engram_gate_clamp));
-	json_object_update_new(t, json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}",
-		"num_nextn_predict_layers", c->mtp_layers, "dspark_block_size", c->dspark_block,
-		"dspark_noise_token_id", c->dspark_noise_token, "dspark_markov_rank",
-		c->dspark_markov_rank, "dspark_n_routed_experts", c->dspark_experts,
-		"dspark_num_experts_per_tok", c->dspark_topk));
 	json_object_set_new(t, "dspark_target_layer_ids",
 			    u32_list(c->dspark_targets, c->n_dspark_targets));
 	json_object_update_new(t, json_pack("{s:f,s:f,s:I}", "rope_theta", c->rope_theta,
@@ -586,6 +579,7 @@ json_t *tf_config_to_json(const struct tf_config *c)
 			"beta_fast", c->rope_beta_fast, "beta_slow", c->rope_beta_slow));
 	else
 		json_object_set_new(t, "rope_scaling", json_null());
-	return json_pack("{s:s,s:i,s:i,s:i,s:o}", "model_type", "deepseek_v41", "bos_token_id",
-			 c->bos, "eos_token_id", c->eos, "pad_token_id", c->pad, "text_config", t);
+	return json_pack("{s:s,s:I,s:I,s:I,s:o}", "model_type", "deepseek_v41", "bos_token_id",
+			 (json_int_t)c->bos, "eos_token_id", (json_int_t)c->eos, "pad_token_id",
+			 (json_int_t)c->pad, "text_config", t);
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/engram_rows.h" /* TF_ENGRAM_ROW_BYTES: the table row size */
 #include "pack/dtype.h"
 
 #define TF_NAME_MAX 96
@@ -95,7 +96,5 @@ const char *tf_proj_name(enum tf_proj p);
  * image routing bias. (A "X.weight" whose "X.trellis" exists is also
  * skipped; the caller checks that, having the pack.) */
 bool tf_names_ignored(const char *name);
-/* The Engram row size in the pack's table tensors: 256 e4m3 + 8 UE8M0. */
-#define TF_ENGRAM_ROW_BYTES 264
 
 #endif

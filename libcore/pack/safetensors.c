@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/file.h"
+#include "pack/stjson.h"
 
 uint64_t tf_st_numel(const struct tf_st_tensor *t)
 {
@@ -29,46 +30,39 @@ static int by_begin(const void *a, const void *b)
 	return x->end < y->end ? -1 : x->end > y->end;
 }
 
-/* Parse one header entry into t (name set by the caller). */
-static tf_status parse_entry(const char *what, const char *name, json_t *v,
+/* Check one header entry and store it in t (name set later). */
+static tf_status check_entry(const char *what, const struct tf_stjson_entry *e,
 			     struct tf_st_tensor *t)
 {
-	if (!json_is_object(v))
-		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': entry is not an object", what, name);
-	json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
-	       *off = json_object_get(v, "data_offsets");
-	if (!json_is_string(dt))
+	const char *name = e->name;
+	if (!e->dtype)
 		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': missing dtype", what, name);
-	int d = tf_dtype_parse(json_string_value(dt));
+	int d = tf_dtype_parse(e->dtype);
 	if (d < 0)
 		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': unknown dtype '%s'", what, name,
-			      json_string_value(dt));
+			      e->dtype);
 	t->dtype = (enum tf_dtype)d;
-	if (!json_is_array(sh))
+	if (e->ndim == -1)
 		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': missing shape", what, name);
-	if (json_array_size(sh) > TF_ST_MAX_DIMS)
-		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': %zu dimensions (at most %d)", what,
-			      name, json_array_size(sh), TF_ST_MAX_DIMS);
-	t->ndim = (int)json_array_size(sh);
+	if (e->ndim < 0)
+		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': shape is not a list of "
+			      "non-negative integers", what, name);
+	if (e->ndim > TF_ST_MAX_DIMS)
+		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': more than %d dimensions", what,
+			      name, TF_ST_MAX_DIMS);
+	t->ndim = e->ndim;
 	uint64_t numel = 1;
 	for (int i = 0; i < t->ndim; i++) {
-		json_t *x = json_array_get(sh, (size_t)i);
-		if (!json_is_integer(x) || json_integer_value(x) < 0)
-			return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': shape[%d] is not a "
-				      "non-negative integer", what, name, i);
-		t->shape[i] = (uint64_t)json_integer_value(x);
+		t->shape[i] = e->shape[i];
 		if (!tf_mul_ok(numel, t->shape[i], &numel))
 			return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': shape product overflows",
 				      what, name);
 	}
-	if (!json_is_array(off) || json_array_size(off) != 2 ||
-	    !json_is_integer(json_array_get(off, 0)) || !json_is_integer(json_array_get(off, 1)) ||
-	    json_integer_value(json_array_get(off, 0)) < 0 ||
-	    json_integer_value(json_array_get(off, 1)) < 0)
+	if (e->noffsets != 2)
 		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': data_offsets must be two "
 			      "non-negative integers", what, name);
-	t->begin = (uint64_t)json_integer_value(json_array_get(off, 0));
-	t->end = (uint64_t)json_integer_value(json_array_get(off, 1));
+	t->begin = e->offsets[0];
+	t->end = e->offsets[1];
 	if (t->end < t->begin)
 		return tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': data_offsets end before they begin",
 			      what, name);
@@ -86,73 +80,55 @@ static tf_status parse_entry(const char *what, const char *name, json_t *v,
 	return TF_OK;
 }
 
+struct collect {
+	struct tf_st_file *f;
+	const char *what;
+	size_t cap;
+	struct tf_buf names; /* every name, NUL-separated; pointers fixed at the end */
+};
+
+static tf_status collect_entry(void *ctx, const struct tf_stjson_entry *e)
+{
+	struct collect *c = ctx;
+	struct tf_st_file *f = c->f;
+	if (f->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 256;
+		if (tf_realloc_array(&f->t, c->cap, sizeof *f->t))
+			return tf_err(TF_ERR_NOMEM, "out of memory");
+	}
+	struct tf_st_tensor *t = &f->t[f->n];
+	memset(t, 0, sizeof *t);
+	tf_status st = check_entry(c->what, e, t);
+	if (st)
+		return st;
+	t->name = (const char *)(uintptr_t)c->names.len; /* an offset until fixed up */
+	if ((st = tf_buf_append(&c->names, e->name, e->name_len + 1)))
+		return st;
+	f->n++;
+	return TF_OK;
+}
+
 tf_status tf_st_parse(struct tf_st_file *f, const char *what, const char *json,
 		      uint64_t header_len, uint64_t file_size)
 {
-	tf_status st = TF_OK;
-	json_t *root = NULL;
-	char *cursor;
-	size_t namebytes = 0, i = 0;
 	f->header_len = header_len;
 	f->data_off = 8 + header_len;
 	f->file_size = file_size;
 	tf_hmap_init(&f->by_name, TF_HMAP_STR);
-
-	json_error_t e;
-	root = json_loadb(json, header_len, JSON_REJECT_DUPLICATES, &e);
-	if (!root) {
-		st = tf_err(TF_ERR_FORMAT, "'%s': bad header JSON at column %d: %s", what,
-			    e.position, e.text);
+	struct collect c = {f, what, 0, TF_BUF_INIT};
+	tf_status st = tf_stjson_walk(json, header_len, what, collect_entry, &c, &f->metadata);
+	if (st)
+		goto out;
+	f->names = tf_buf_detach(&c.names, NULL);
+	if (!f->names) {
+		st = tf_err(TF_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	if (!json_is_object(root)) {
-		st = tf_err(TF_ERR_FORMAT, "'%s': header is not a JSON object", what);
-		goto out;
-	}
-	const char *key;
-	json_t *v;
-	json_object_foreach(root, key, v) {
-		if (!strcmp(key, "__metadata__")) {
-			const char *mk;
-			json_t *mv;
-			if (!json_is_object(v)) {
-				st = tf_err(TF_ERR_FORMAT, "'%s': __metadata__ is not an object", what);
-				goto out;
-			}
-			json_object_foreach(v, mk, mv) {
-				if (!json_is_string(mv)) {
-					st = tf_err(TF_ERR_FORMAT, "'%s': __metadata__ '%s' is not a string",
-						    what, mk);
-					goto out;
-				}
-			}
-			f->metadata = json_incref(v);
-			continue;
-		}
-		namebytes += strlen(key) + 1;
-		f->n++;
-	}
-	f->t = tf_calloc(f->n ? f->n : 1, sizeof *f->t);
-	f->names = malloc(namebytes ? namebytes : 1);
-	if (!f->t || !f->names) {
-		st = tf_err(TF_ERR_NOMEM, "'%s': out of memory for %zu tensors", what, f->n);
-		goto out;
-	}
-	cursor = f->names;
-	json_object_foreach(root, key, v) {
-		if (!strcmp(key, "__metadata__"))
-			continue;
-		struct tf_st_tensor *t = &f->t[i++];
-		size_t len = strlen(key) + 1;
-		memcpy(cursor, key, len);
-		t->name = cursor;
-		cursor += len;
-		if ((st = parse_entry(what, key, v, t)))
-			goto out;
-	}
+	for (size_t i = 0; i < f->n; i++)
+		f->t[i].name = f->names + (uintptr_t)f->t[i].name;
 	qsort(f->t, f->n, sizeof *f->t, by_begin);
 	uint64_t at = 0;
-	for (i = 0; i < f->n; i++) {
+	for (size_t i = 0; i < f->n; i++) {
 		if (f->t[i].begin != at) {
 			st = tf_err(TF_ERR_FORMAT, "'%s': tensor '%s': data_offsets [%llu, %llu) %s "
 				    "(expected to start at %llu)", what, f->t[i].name,
@@ -162,18 +138,26 @@ tf_status tf_st_parse(struct tf_st_file *f, const char *what, const char *json,
 			goto out;
 		}
 		at = f->t[i].end;
-		if ((st = tf_hmap_put_str(&f->by_name, f->t[i].name, strlen(f->t[i].name), i)))
+	}
+	if ((st = tf_hmap_reserve(&f->by_name, f->n)))
+		goto out;
+	for (size_t i = 0; i < f->n; i++) {
+		const char *name = f->t[i].name;
+		size_t len = strlen(name);
+		if (tf_hmap_get_str(&f->by_name, name, len, NULL)) {
+			st = tf_err(TF_ERR_FORMAT, "'%s': duplicate tensor '%s'", what, name);
+			goto out;
+		}
+		if ((st = tf_hmap_put_str(&f->by_name, name, len, i)))
 			goto out;
 	}
 	uint64_t want;
-	if (!tf_add_ok(f->data_off, at, &want) || want != file_size) {
+	if (!tf_add_ok(f->data_off, at, &want) || want != file_size)
 		st = tf_err(TF_ERR_FORMAT, "'%s': file is %llu bytes; the header describes %llu",
 			    what, (unsigned long long)file_size,
 			    (unsigned long long)(f->data_off + at));
-		goto out;
-	}
 out:
-	json_decref(root);
+	tf_buf_release(&c.names);
 	return st;
 }
 

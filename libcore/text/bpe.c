@@ -148,8 +148,8 @@ void tok_merges_free(struct tf_tok *tok)
 /* ---- per-thread scratch ---- */
 
 /* A direct-mapped cache of words up to 62 bytes: bytes -> ids (at most 14),
- * 128 bytes a slot, 1 MiB a thread. */
-#define CACHE_SLOTS 8192
+ * 128 bytes a slot, 4 MiB of address space a thread, touched as used. */
+#define CACHE_SLOTS 32768
 #define CACHE_KEY 62
 #define CACHE_IDS 14
 struct cache_ent {
@@ -228,7 +228,8 @@ static struct scratch *scratch_get(const struct tf_tok *tok)
 		tls = sc;
 	}
 	if (sc->serial != tok->serial) {
-		memset(sc->cache, 0, CACHE_SLOTS * sizeof *sc->cache);
+		if (sc->serial) /* a fresh cache is zero already */
+			memset(sc->cache, 0, CACHE_SLOTS * sizeof *sc->cache);
 		sc->serial = tok->serial;
 	}
 	return sc;
@@ -383,14 +384,14 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 
 /* ---- the Split steps ---- */
 
-/* Pieces of s[0..n) after steps [step, nsteps), each BPE-encoded. */
+/* The pieces of s[0..n) after steps [step, nsteps), handed to fn. */
 static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step, const char *s,
-		       size_t n, struct tf_ids *out)
+		       size_t n, tok_piece_fn fn, void *ctx)
 {
 	if (!n)
 		return TF_OK;
 	if (step == tok->nsteps)
-		return bpe_word(tok, sc, s, n, out);
+		return fn(ctx, s, n);
 	const struct pretok_step *ps = &tok->steps[step];
 	pcre2_match_data *md = sc->md[step];
 	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -414,7 +415,7 @@ static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step
 			 * after the previous match; the search moves one
 			 * character on. */
 			if (ms != last_end) {
-				if ((st = split(tok, sc, step + 1, s + prev, ms - prev, out)))
+				if ((st = split(tok, sc, step + 1, s + prev, ms - prev, fn, ctx)))
 					return st;
 				prev = ms;
 			}
@@ -426,12 +427,12 @@ static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step
 			last_end = me;
 			continue;
 		}
-		if ((st = split(tok, sc, step + 1, s + prev, ms - prev, out)) ||
-		    (st = split(tok, sc, step + 1, s + ms, me - ms, out)))
+		if ((st = split(tok, sc, step + 1, s + prev, ms - prev, fn, ctx)) ||
+		    (st = split(tok, sc, step + 1, s + ms, me - ms, fn, ctx)))
 			return st;
 		prev = at = last_end = me;
 	}
-	return split(tok, sc, step + 1, s + prev, n - prev, out);
+	return split(tok, sc, step + 1, s + prev, n - prev, fn, ctx);
 }
 
 /* The built-in splitter hands its pieces to BPE through this. */
@@ -450,10 +451,20 @@ static tf_status bpe_piece(void *ctx, const char *s, size_t n)
 static tf_status pretokenize(const struct tf_tok *tok, struct scratch *sc, const char *s,
 			     size_t n, struct tf_ids *out)
 {
-	if (!tok->fast)
-		return split(tok, sc, 0, s, n, out);
 	struct piece_ctx c = {tok, sc, out};
-	return tok_fast_split(s, n, bpe_piece, &c);
+	return tok->fast ? tok_fast_split(s, n, bpe_piece, &c)
+			 : split(tok, sc, 0, s, n, bpe_piece, &c);
+}
+
+tf_status tok_pretok_pieces(const struct tf_tok *tok, bool fast, const char *s, size_t n,
+			    tok_piece_fn fn, void *ctx)
+{
+	struct scratch *sc = scratch_get(tok);
+	if (!sc)
+		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
+	if (fast && !tok->fast_ok)
+		return tf_err(TF_ERR_UNSUPPORTED, "the built-in splitter does not apply");
+	return fast ? tok_fast_split(s, n, fn, ctx) : split(tok, sc, 0, s, n, fn, ctx);
 }
 
 /* ---- added tokens ---- */

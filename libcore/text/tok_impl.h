@@ -12,6 +12,7 @@
 
 #include "base/buf.h"
 #include "base/hmap.h"
+#include "text/pretok_fast.h"
 #include "text/tokenizer.h"
 
 #define TOK_NONE UINT32_MAX
@@ -92,6 +93,10 @@ tf_status tok_pretok_load(struct tf_tok *tok, const json_t *pre, const char *wha
 void tok_pretok_free(struct tf_tok *tok);
 
 /* bpe.c */
+/* The pieces the pre-tokenizer cuts n bytes of valid UTF-8 into, by the
+ * built-in splitter (fast) or by the PCRE2 steps; for tests. */
+tf_status tok_pretok_pieces(const struct tf_tok *tok, bool fast, const char *s, size_t n,
+			    tok_piece_fn fn, void *ctx);
 tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char *what);
 void tok_merges_free(struct tf_tok *tok);
 

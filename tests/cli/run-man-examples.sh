@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run-man-examples.sh PAGE...: run every literal block of each man page's
 # EXAMPLES section, in order, in the current folder (with /tmp/ mapped to
-# ./tmp/); fail on the first block that fails.
+# ./tmp/ and mdoc's \e to a backslash); fail on the first block that fails.
 set -euo pipefail
 mkdir -p tmp
 for page in "$@"; do
@@ -11,7 +11,7 @@ for page in "$@"; do
 		ex && /^\.Bd -literal/ { inb = 1; n++; next }
 		ex && /^\.Ed/ { inb = 0; print "#--"; next }
 		ex && inb { print }
-	' "$page" | sed "s|/tmp/|$PWD/tmp/|g" >examples.sh
+	' "$page" | sed -e "s|/tmp/|$PWD/tmp/|g" -e 's/\\e/\\/g' >examples.sh
 	n=0
 	block=""
 	while IFS= read -r line; do

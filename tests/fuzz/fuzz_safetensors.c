@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "pack/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,6 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < f.n; i++)
 			if (tf_st_find(&f, f.t[i].name) == NULL)
 				abort();
+		/* differential: what the header reader accepts is valid JSON */
+		json_t *j = json_loadb(hdr, n, 0, NULL);
+		if (!j || !json_is_object(j))
+			abort();
+		json_decref(j);
 	}
 	tf_st_close(&f);
 	free(hdr);
