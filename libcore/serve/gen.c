@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/digest.h"
 #include "base/hmap.h"
+#include "serve/metrics.h"
 
 struct call {
 	char id[40];
@@ -47,6 +48,7 @@ struct tf_gen {
 	double t_start, t_last_write, t_last_event, t_end;
 	uint32_t events;
 	double itl_sum, itl_max;
+	uint32_t itl_n[TF_METRICS_NB + 1];
 };
 
 static double now_s(void)
@@ -164,6 +166,7 @@ static void note_event(struct tf_gen *g)
 		g->itl_sum += gap;
 		if (gap > g->itl_max)
 			g->itl_max = gap;
+		g->itl_n[tf_metrics_bucket(gap)]++;
 	}
 	g->events++;
 	g->t_last_event = t;
@@ -983,6 +986,7 @@ void tf_gen_outcome(struct tf_gen *g, struct tf_gen_outcome *o)
 		.events = g->events,
 		.itl_sum_s = g->itl_sum,
 		.itl_max_s = g->itl_max,
+		.itl_n = g->itl_n,
 	};
 }
 

@@ -92,6 +92,7 @@ struct tf_gen_outcome {
 	double ttft_s, e2e_s, queued_s, prefill_s, decode_s;
 	uint32_t events;           /* token-bearing frames written */
 	double itl_sum_s, itl_max_s; /* gaps between those frames */
+	const uint32_t *itl_n;     /* the gaps by metrics.h bucket (TF_METRICS_NB + 1), borrowed */
 };
 void tf_gen_outcome(struct tf_gen *g, struct tf_gen_outcome *o);
 

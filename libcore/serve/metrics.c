@@ -11,6 +11,15 @@
 static const double bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25,
 				0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0};
 #define NB (sizeof(bounds) / sizeof(bounds[0]))
+_Static_assert(NB == TF_METRICS_NB, "TF_METRICS_NB is the number of bounds");
+
+size_t tf_metrics_bucket(double v)
+{
+	size_t i = 0;
+	while (i < NB && v > bounds[i])
+		i++;
+	return i;
+}
 
 struct hist {
 	uint64_t n[NB + 1];
@@ -25,7 +34,7 @@ struct tf_metrics {
 	uint64_t http[6]; /* by status class 1xx..5xx (index 1..5) */
 	uint64_t prompt, cached, completion, reasoning;
 	uint64_t fin_stop, fin_length;
-	struct hist ttft, e2e, tpot, queue, prefill, decode;
+	struct hist ttft, e2e, tpot, itl, queue, prefill, decode;
 };
 
 static double now_s(void)
@@ -56,10 +65,7 @@ void tf_metrics_free(struct tf_metrics *m)
 
 static void observe(struct hist *h, double v)
 {
-	size_t i = 0;
-	while (i < NB && v > bounds[i])
-		i++;
-	h->n[i]++;
+	h->n[tf_metrics_bucket(v)]++;
 	h->count++;
 	h->sum += v;
 }
@@ -88,6 +94,12 @@ void tf_metrics_generation(struct tf_metrics *m, const struct tf_gen_outcome *o)
 	observe(&m->decode, o->decode_s);
 	if (o->completion > 1)
 		observe(&m->tpot, o->decode_s / (o->completion - 1));
+	if (o->itl_n && o->events > 1) {
+		for (size_t i = 0; i <= NB; i++)
+			m->itl.n[i] += o->itl_n[i];
+		m->itl.count += o->events - 1;
+		m->itl.sum += o->itl_sum_s;
+	}
 	pthread_mutex_unlock(&m->mu);
 }
 
@@ -165,6 +177,7 @@ void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_e
 	histogram(o, "tf_time_to_first_token_seconds", "submission to the first token", tl, &c.ttft);
 	histogram(o, "tf_e2e_request_latency_seconds", "request start to its last token", tl, &c.e2e);
 	histogram(o, "tf_time_per_output_token_seconds", "decode time per token after the first", tl, &c.tpot);
+	histogram(o, "tf_inter_token_latency_seconds", "gaps between streamed token events", tl, &c.itl);
 	/* The same under vLLM's names. */
 	metric(o, "vllm:num_requests_running", "gauge", "requests running", vl, es->running);
 	metric(o, "vllm:num_requests_waiting", "gauge", "requests waiting", vl, es->waiting);
@@ -180,6 +193,7 @@ void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_e
 	histogram(o, "vllm:time_to_first_token_seconds", "time to first token", vl, &c.ttft);
 	histogram(o, "vllm:e2e_request_latency_seconds", "end to end request latency", vl, &c.e2e);
 	histogram(o, "vllm:time_per_output_token_seconds", "time per output token", vl, &c.tpot);
+	histogram(o, "vllm:inter_token_latency_seconds", "inter-token latency", vl, &c.itl);
 	histogram(o, "vllm:request_queue_time_seconds", "time waiting for a lane", vl, &c.queue);
 	histogram(o, "vllm:request_prefill_time_seconds", "time prefilling", vl, &c.prefill);
 	histogram(o, "vllm:request_decode_time_seconds", "time decoding", vl, &c.decode);

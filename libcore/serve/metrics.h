@@ -5,6 +5,7 @@
 #define TF_SERVE_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/buf.h"
@@ -13,6 +14,12 @@
 #include "serve/gen.h"
 
 struct tf_metrics;
+
+/* Latency histograms share one set of bucket bounds (seconds): NB bounds
+ * and the +Inf bucket. tf_metrics_bucket gives a value's bucket index, so a
+ * generation can count its own inter-token gaps and hand them over. */
+#define TF_METRICS_NB 21
+size_t tf_metrics_bucket(double seconds);
 
 tf_status tf_metrics_new(struct tf_metrics **out);
 void tf_metrics_free(struct tf_metrics *m);

@@ -95,6 +95,7 @@ test('health', async () => {
 
 test('metrics: tf_ and vllm: names in the Prometheus text format', async () => {
   await post(srv.url + '/v1/chat/completions', { messages: [{ role: 'user', content: '@short' }] });
+  await post(srv.url + '/v1/chat/completions', { messages: [{ role: 'user', content: '@short' }], stream: true });
   const r = await fetch(srv.url + '/metrics');
   assert.equal(r.status, 200);
   assert.match(r.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
@@ -102,12 +103,15 @@ test('metrics: tf_ and vllm: names in the Prometheus text format', async () => {
   for (const n of ['tf_requests_total', 'tf_completion_tokens_total', 'tf_requests_running', 'tf_draining',
     'tf_time_to_first_token_seconds_bucket', 'vllm:num_requests_running', 'vllm:num_requests_waiting',
     'vllm:prompt_tokens_total', 'vllm:generation_tokens_total', 'vllm:time_to_first_token_seconds_count',
-    'vllm:e2e_request_latency_seconds_sum', 'vllm:request_success_total']) {
+    'vllm:e2e_request_latency_seconds_sum', 'vllm:request_success_total',
+    'tf_inter_token_latency_seconds_bucket', 'vllm:inter_token_latency_seconds_count']) {
     assert.match(t, new RegExp(`^${n}\\{`, 'm'), n);
   }
   for (const line of t.split('\n').filter((l) => l && !l.startsWith('#')))
     assert.match(line, /^[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\} [0-9.e+-]+$/);
-  assert.ok(Number(t.match(/^tf_requests_total\{[^}]*\} (\S+)/m)[1]) >= 1);
+  assert.ok(Number(t.match(/^tf_requests_total\{[^}]*\} (\S+)/m)[1]) >= 2);
+  // The stream's gaps: 12 token events -> at least 11 gaps counted.
+  assert.ok(Number(t.match(/^tf_inter_token_latency_seconds_count\{[^}]*\} (\S+)/m)[1]) >= 11);
 });
 
 test('tokenize and detokenize round trip', async () => {
