@@ -817,9 +817,9 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	 * while they wait for the engine. */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG;
-	unsigned pool = (unsigned)tf_cpu_count();
-	if (pool > 4)
-		pool = 4;
+	unsigned pool = c->threads;
+	if (!pool)
+		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
 	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 	if (inet_pton(AF_INET, c->host, &v4->sin_addr) == 1) {
@@ -839,7 +839,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->connections_max,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-				MHD_OPTION_THREAD_POOL_SIZE, pool,
+				MHD_OPTION_THREAD_POOL_SIZE, pool > 1 ? pool : 0u, /* 1: no pool */
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_END);

@@ -27,6 +27,7 @@ struct tf_server_config {
 	unsigned headers_max;      /* header lines per request (431 past it) */
 	unsigned timeout_s;        /* idle or slow connection limit */
 	unsigned connections_max;  /* open connections at once */
+	unsigned threads;          /* HTTP threads (0: one per CPU, at most 4) */
 	const char *const *keys;   /* API keys (copied as SHA-256 digests) */
 	size_t nkeys;
 	const char *const *aliases; /* other model names /v1/models lists */
