@@ -833,13 +833,18 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		rc = tf_err(TF_ERR_CONFIG, "'%s' is not a numeric IPv4 or IPv6 address", c->host);
 		goto fail;
 	}
+	/* One thread is no pool at all (MHD refuses a pool of 1). */
+	struct MHD_OptionItem pool_opt[] = {
+		{pool > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)pool, NULL},
+		{MHD_OPTION_END, 0, NULL},
+	};
 	s->d = MHD_start_daemon(flags, c->port, NULL, NULL, handle, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->connections_max,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-				MHD_OPTION_THREAD_POOL_SIZE, pool > 1 ? pool : 0u, /* 1: no pool */
+				MHD_OPTION_ARRAY, pool_opt,
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_END);
