@@ -8,7 +8,7 @@ import { start, post, frames } from './lib.mjs';
 
 let srv, client;
 before(async () => {
-  srv = await start(['--stub-token-ms', '2']);
+  srv = await start(['--stub-token-ms', '2', '--http-threads', '1']); // the single-thread path
   client = new Anthropic({ baseURL: srv.url, apiKey: 'unused', maxRetries: 0 });
 });
 after(async () => {
