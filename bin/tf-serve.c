@@ -3,6 +3,7 @@
  *
  * main: parse, validate, open (family, engine, server), run until a stop
  * signal (drain), close (server stop, engine close, server free). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -164,6 +165,9 @@ int main(int argc, char **argv)
 			   "(use --engine stub to serve the stub engine)");
 	if (path[0] != '/')
 		tf_usage_error("--path must start with '/': '%s'", path);
+	unsigned char addr[sizeof(struct in6_addr)];
+	if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+		tf_usage_error("--host must be a numeric IPv4 or IPv6 address: '%s'", host);
 
 	/* Open: the family (a pack's tokenizer, or the plain bytes for the stub). */
 	struct tf_family family;

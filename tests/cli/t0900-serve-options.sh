@@ -30,6 +30,13 @@ expect_rc 64
 run tf-serve --port 70000 --engine stub --check
 expect_rc 64
 
+run tf-serve --host localhost --engine stub --check
+expect_rc 64
+expect_err 'numeric IPv4 or IPv6'
+
+run tf-serve --host ::1 --engine stub --check
+expect_rc 0
+
 TF_DRAIN_S=abc run tf-serve --engine stub --check
 expect_rc 78
 expect_err 'TF_DRAIN_S'
