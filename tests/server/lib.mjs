@@ -6,12 +6,19 @@ import path from 'node:path';
 
 const bin = path.join(process.env.TF_BIN || '../../build/bin', 'tf-serve');
 
+// Servers still running when a test file ends (a test failed before its
+// stop) are killed, so no server outlives the run.
+const running = new Set();
+process.on('exit', () => { for (const p of running) p.kill('SIGKILL'); });
+
 // start(args): resolves to {url, port, proc, stderr(), stop(sig), exited}
 export function start(args = [], env = {}) {
   const proc = spawn(bin, ['--engine', 'stub', '--host', '127.0.0.1', '--port', '0', ...args], {
     env: { ...process.env, TF_LOG: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
   let err = '';
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => {
     if (code !== 0) console.error(`tf-serve exited ${code ?? signal}; its stderr:\n${err}`);
