@@ -32,7 +32,7 @@ static const struct tf_opt opts[] = {
 	{"prompt-file", 0, TF_OPT_STR, &opt_prompt_file, "FILE", NULL, NULL, "serve: prompts, one a line, cycled", 0, 0, NULL},
 	{"random-words", 0, TF_OPT_INT, &opt_random_words, "N", NULL, "0", "serve: random prompts of N words each (seeded)", 0, 1 << 20, NULL},
 	{"requests", 'n', TF_OPT_INT, &opt_requests, "N", NULL, "100", "serve: requests to send", 1, 1 << 24, NULL},
-	{"concurrency", 'c', TF_OPT_INT, &opt_concurrency, "N", NULL, "8", "serve: requests in flight at most (0: no limit)", 0, 1 << 20, NULL},
+	{"concurrency", 0, TF_OPT_INT, &opt_concurrency, "N", NULL, "8", "serve: requests in flight at most (0: no limit)", 0, 1 << 20, NULL},
 	{"rate", 'r', TF_OPT_DOUBLE, &opt_rate, "R", NULL, "0", "serve: requests per second, Poisson (0: as fast as the concurrency allows)", 0, 1e6, NULL},
 	{"max-tokens", 0, TF_OPT_INT, &opt_max_tokens, "N", NULL, "64", "serve: max_tokens of each request", 1, 1 << 24, NULL},
 	{"ignore-eos", 0, TF_OPT_FLAG, &opt_ignore_eos, NULL, NULL, NULL, "serve: ask for exactly max_tokens", 0, 0, NULL},

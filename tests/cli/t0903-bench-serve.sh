@@ -24,19 +24,19 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || fail "tf-serve did not start"
 
-run tf-bench serve -p "$port" -n 12 -c 4 --max-tokens 9 --ignore-eos --verify --json
+run tf-bench serve -p "$port" -n 12 --concurrency 4 --max-tokens 9 --ignore-eos --verify --json
 expect_rc 0
 expect_json 'j.completed === 12 && j.failed === 0 && j.mismatched === 0 && j.output_tokens === 108'
 expect_json 'j.peak_concurrency === 4 && j.ttft.n === 12 && j.itl.n === 12 * 8 && j.tpot.p99_ms > 0'
 
-run tf-bench serve -p "$port" -n 6 -r 200 -c 0 --path /v1/completions --prompt '@short'
+run tf-bench serve -p "$port" -n 6 -r 200 --concurrency 0 --path /v1/completions --prompt '@short'
 expect_rc 0
 expect_out 'completed 6, failed 0'
 expect_out '^TTFT'
 
 # Different seeds give different replies: --verify notices.
 printf 'one @sample\ntwo @sample\n' >prompts
-run tf-bench serve -p "$port" -n 4 -c 1 --prompt-file prompts --temperature 1 --verify
+run tf-bench serve -p "$port" -n 4 --concurrency 1 --prompt-file prompts --temperature 1 --verify
 expect_rc 1
 expect_err 'replies differ from the first'
 
@@ -44,7 +44,7 @@ run tf-bench serve -p "$port" -n 3 --prompt '@fail'
 expect_rc 1
 expect_err '3 of 3 requests failed'
 
-run tf-bench serve -p "$port" -n 3 -c 3 --prompt '@hang' --hold 0.3
+run tf-bench serve -p "$port" -n 3 --concurrency 3 --prompt '@hang' --hold 0.3
 expect_rc 0
 expect_out 'held 3'
 
