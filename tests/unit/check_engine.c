@@ -454,6 +454,57 @@ START_TEST(stub_markers)
 }
 END_TEST
 
+
+START_TEST(planner_default_policy)
+{
+	struct tf_planner pl;
+	struct tf_planner_config c = {.round_tokens = 100, .max_lanes = 2, .min_piece = 10, .context = 50};
+	ck_assert_int_eq(tf_planner_default(&c, &pl), TF_OK);
+	struct tf_engine_params fg = params(10, 1), bg = fg;
+	bg.background = true;
+	int32_t ids[64] = {0};
+	struct tf_lane a = {.id = 1, .prompt = ids, .nprompt = 60, .params = &fg};
+	struct tf_lane b = {.id = 2, .prompt = ids, .nprompt = 30, .params = &bg};
+	struct tf_lane d = {.id = 3, .prompt = ids, .nprompt = 30, .params = &fg};
+	char why[128] = "";
+	/* Admission: too long for the context is refused with words; full waits. */
+	ck_assert_int_eq(pl.admit(pl.ctx, &a, 0, why, sizeof(why)), TF_PLAN_REFUSE);
+	ck_assert_ptr_nonnull(strstr(why, "exceed the context of 50"));
+	ck_assert_int_eq(pl.admit(pl.ctx, &b, 1, why, sizeof(why)), TF_PLAN_ADMIT);
+	ck_assert_int_eq(pl.admit(pl.ctx, &b, 2, why, sizeof(why)), TF_PLAN_WAIT);
+	/* Decode rows first: 70 rows leave 30 of the 100 tokens, shared evenly,
+	 * foreground before background whatever the order given. */
+	struct tf_lane *filling[] = {&b, &d};
+	struct tf_engine_piece pc[2];
+	size_t n = pl.plan(pl.ctx, filling, 2, 70, pc, 2);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_eq(pc[0].lane, &d);
+	ck_assert_uint_eq(pc[0].end - pc[0].start, 15);
+	ck_assert_ptr_eq(pc[1].lane, &b);
+	ck_assert_uint_eq(pc[1].end - pc[1].start, 15);
+	/* Rows over the budget still leave min_piece for prompts. */
+	n = pl.plan(pl.ctx, filling, 2, 500, pc, 2);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(pc[0].end - pc[0].start, 10);
+	/* Fairness: of two foreground prompts, the least recently served goes first. */
+	struct tf_lane e = d, f = d;
+	e.id = 4, e.served = 9;
+	f.id = 5, f.served = 3;
+	struct tf_lane *two[] = {&e, &f};
+	n = pl.plan(pl.ctx, two, 2, 95, pc, 2);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_ptr_eq(pc[0].lane, &f);
+	/* A piece never runs past the prompt, and starts where it is filled. */
+	f.filled = 25;
+	n = pl.plan(pl.ctx, two, 2, 0, pc, 2);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_eq(pc[0].lane, &f);
+	ck_assert_uint_eq(pc[0].start, 25);
+	ck_assert_uint_eq(pc[0].end, 30);
+	pl.free(pl.ctx);
+}
+END_TEST
+
 Suite *suite_engine(void)
 {
 	Suite *s = suite_create("engine");
@@ -466,6 +517,7 @@ Suite *suite_engine(void)
 	tcase_add_test(tc, foreground_before_background);
 	tcase_add_test(tc, concurrent_equals_solo);
 	tcase_add_test(tc, stub_markers);
+	tcase_add_test(tc, planner_default_policy);
 	suite_add_tcase(s, tc);
 	return s;
 }
