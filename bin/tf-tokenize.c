@@ -30,7 +30,7 @@
 #define MAX_INPUT (1ull << 34)
 
 static const char *opt_tokenizer;
-static bool opt_json, opt_lines, opt_jsonl, opt_v41, opt_ids, opt_stream;
+static bool opt_json, opt_lines, opt_jsonl, opt_v41, opt_ids, opt_stream, opt_consistent;
 static int64_t opt_threads;
 static double opt_seconds;
 static const char *opt_tools, *opt_mode;
@@ -60,6 +60,8 @@ static const struct tf_opt opts[] = {
 	 "parse: read the reply in chunks and write each chunk's deltas", 0, 0, NULL},
 	{"chunk", 0, TF_OPT_SIZE, &opt_chunk, "N", NULL, "16",
 	 "parse --stream: bytes per chunk", 0, 1 << 30, NULL},
+	{"consistent", 0, TF_OPT_FLAG, &opt_consistent, NULL, NULL, NULL,
+	 "parse --stream: stream exactly what the whole parse gives, for any chunks", 0, 0, NULL},
 };
 
 struct doc {
@@ -404,32 +406,35 @@ static int cmd_bench(struct job *j)
 		tf_die(71, "out of memory");
 	size_t dpasses = 0;
 	t0 = tf_now();
+	c0 = cpu_now();
 	do {
 		tf_pool_for(j->pool, j->ndocs, 1, decode_range, &c);
 		dpasses++;
 	} while ((t = tf_now() - t0) < opt_seconds);
+	double dcpu = cpu_now() - c0;
 	uint64_t dbytes = 0;
 	for (int w = 0; w < nt; w++) {
 		dbytes += c.bytes[w];
 		tf_buf_release(&c.bufs[w]);
 	}
-	double dec = (double)dbytes / t / 1e6;
+	double dec = (double)dbytes / t / 1e6, dec_cpu = (double)dbytes / dcpu / 1e6;
 	free(c.bufs);
 	free(c.bytes);
 	if (opt_json)
 		tf_buf_printf(&j->out,
 			      "{\"threads\":%d,\"documents\":%zu,\"bytes\":%llu,\"tokens\":%llu,"
 			      "\"encode_passes\":%zu,\"encode_mb_s\":%.2f,\"encode_mb_cpu_s\":%.2f,"
-			      "\"encode_tokens_s\":%.0f,\"decode_passes\":%zu,\"decode_mb_s\":%.2f}\n",
+			      "\"encode_tokens_s\":%.0f,\"decode_passes\":%zu,\"decode_mb_s\":%.2f,"
+			      "\"decode_mb_cpu_s\":%.2f}\n",
 			      nt, j->ndocs, (unsigned long long)bytes, (unsigned long long)tokens,
-			      passes, enc, enc_cpu, tps, dpasses, dec);
+			      passes, enc, enc_cpu, tps, dpasses, dec, dec_cpu);
 	else
 		tf_buf_printf(&j->out,
 			      "threads %d, %zu documents, %llu bytes, %llu tokens\n"
 			      "encode %.2f MB/s (%.2f MB per CPU second, %.0f tokens/s, %zu passes)\n"
-			      "decode %.2f MB/s (%zu passes)\n",
+			      "decode %.2f MB/s (%.2f MB per CPU second, %zu passes)\n",
 			      nt, j->ndocs, (unsigned long long)bytes, (unsigned long long)tokens,
-			      enc, enc_cpu, tps, passes, dec, dpasses);
+			      enc, enc_cpu, tps, passes, dec, dec_cpu, dpasses);
 	flush_out(j, true);
 	return 0;
 }
@@ -530,7 +535,7 @@ static void put_deltas(struct tf_buf *out, const struct tf_dsml_delta *d, size_t
 		       struct tf_buf *c)
 {
 	for (size_t i = 0; i < n; i++) {
-		json_t *v = tf_dsml_openai_delta(&d[i]);
+		json_t *v = tf_dsml_openai_delta(&d[i], TF_DSML_REASONING_CONTENT);
 		if (!v)
 			tf_die(71, "out of memory");
 		tf_pyjson_dump(out, v, true);
@@ -564,6 +569,7 @@ static int cmd_parse(struct job *j)
 		struct tf_buf rs = TF_BUF_INIT, cs = TF_BUF_INIT;
 		if (!s)
 			tf_die(71, "out of memory");
+		tf_dsml_stream_consistent(s, opt_consistent);
 		size_t at = 0;
 		for (;;) {
 			size_t n = j->input_len - at < opt_chunk ? j->input_len - at : (size_t)opt_chunk;
@@ -594,19 +600,23 @@ static int cmd_parse(struct job *j)
 
 /* ---- the subcommands ---- */
 
+/* A subcommand: its function, whether it reads FILE (or stdin), how many
+ * worker threads it starts by default (-j overrides; 0: one per CPU, -1:
+ * none), and whether it needs the tokenizer. */
 static const struct command {
 	const char *name;
 	int (*run)(struct job *j);
 	bool input;     /* reads FILE or stdin */
+	int threads;
 	bool tokenizer; /* needs -t (render: with --ids) */
 } commands[] = {
-	{"encode", cmd_encode, true, true},
-	{"decode", cmd_decode, true, true},
-	{"count", cmd_count, true, true},
-	{"bench", cmd_bench, true, true},
-	{"export", cmd_export, false, true},
-	{"render", cmd_render, true, false},
-	{"parse", cmd_parse, true, false},
+	{"encode", cmd_encode, true, 0, true},
+	{"decode", cmd_decode, true, -1, true},
+	{"count", cmd_count, true, 0, true},
+	{"bench", cmd_bench, true, 1, true},
+	{"export", cmd_export, false, -1, true},
+	{"render", cmd_render, true, -1, false},
+	{"parse", cmd_parse, true, -1, false},
 };
 
 static const struct tf_cli cli = {
@@ -640,8 +650,8 @@ int main(int argc, char **argv)
 		tf_usage_error("no tokenizer (-t FILE or TF_TOKENIZER)");
 	if (opt_ids && cmd->run != cmd_render)
 		tf_usage_error("--ids is for render");
-	if ((opt_stream || opt_tools) && cmd->run != cmd_parse)
-		tf_usage_error("--stream and --tools are for parse");
+	if ((opt_stream || opt_tools || opt_consistent) && cmd->run != cmd_parse)
+		tf_usage_error("--stream, --tools and --consistent are for parse");
 	if (!opt_chunk)
 		tf_usage_error("--chunk must be at least 1");
 	if (opt_lines && opt_jsonl)
@@ -653,12 +663,9 @@ int main(int argc, char **argv)
 		tf_die_status(st, "cannot load tokenizer");
 	if (opt_v41 && j.tok && (st = tf_tok_add_v41_markers(j.tok, TF_TOK_V41_VOCAB)))
 		tf_die_status(st, "cannot add the V4.1 markers");
-	int threads = (int)opt_threads;
-	if (!strcmp(cmd->name, "encode") || !strcmp(cmd->name, "count") ||
-	    !strcmp(cmd->name, "bench")) {
-		if (!strcmp(cmd->name, "bench") && !opt_threads)
-			threads = 1;
-		if ((st = tf_pool_new(threads, &j.pool)))
+	if (cmd->threads >= 0) {
+		bool given = opt_threads || getenv("TF_THREADS");
+		if ((st = tf_pool_new(given ? (int)opt_threads : cmd->threads, &j.pool)))
 			tf_die_status(st, "cannot start threads");
 	}
 	int rc = cmd->run(&j);

@@ -6,6 +6,7 @@
  * generation-suffix rules. */
 #include "text/chat.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +43,7 @@ struct msg {
 	enum role role;
 	size_t index;          /* in the request's messages (errors name it) */
 	struct tf_buf content;
-	bool has_reasoning;
-	struct tf_buf reasoning;
+	struct tf_buf reasoning; /* "" when absent, as the reference writes it */
 	const json_t *calls;   /* a non-empty array, or NULL */
 	struct tf_buf tool_id;
 };
@@ -72,6 +72,8 @@ struct render {
 	size_t nturns;
 	bool sys_extras; /* turn 0 is a system message carrying tools / schema */
 	struct tf_buf *out;
+	size_t last_user;  /* msgs index of the latest user message, or SIZE_MAX */
+	size_t *rewind;    /* set to where its content starts */
 };
 
 static tf_status nomem(void)
@@ -82,6 +84,18 @@ static tf_status nomem(void)
 static bool is_image_part(const char *t)
 {
 	return !strcmp(t, "image_url") || !strcmp(t, "image") || !strcmp(t, "input_image");
+}
+
+/* A part that is neither text nor an image, named as Python's repr() writes
+ * it (the reference's message: "unsupported content part 1"). */
+static tf_status unsupported(const json_t *part, size_t index, const char *where)
+{
+	struct tf_buf r = TF_BUF_INIT;
+	tf_pyjson_repr(&r, part);
+	tf_status st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: unsupported content part %s", index, where,
+			      r.data ? r.data : "");
+	tf_buf_release(&r);
+	return st;
 }
 
 /* OpenAI content as text: a string, null, a list of parts joined by blank
@@ -104,18 +118,12 @@ static tf_status content_text(struct tf_buf *b, const json_t *v, size_t index, c
 			st = tf_buf_append(b, json_string_value(part), json_string_length(part));
 			continue;
 		}
-		if (!json_is_object(part)) {
-			struct tf_buf r = TF_BUF_INIT;
-			tf_pyjson_repr(&r, part);
-			st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: unsupported content part %s", index,
-				    where, r.data ? r.data : "");
-			tf_buf_release(&r);
-			break;
-		}
 		const char *type = json_string_value(json_object_get(part, "type"));
 		if (!type)
 			type = "";
-		if (!strcmp(type, "text") || !strcmp(type, "input_text") || !strcmp(type, "output_text")) {
+		if (!json_is_object(part)) {
+			st = unsupported(part, index, where);
+		} else if (!strcmp(type, "text") || !strcmp(type, "input_text") || !strcmp(type, "output_text")) {
 			const json_t *t = json_object_get(part, "text");
 			if (tf_pyjson_truthy(t) && !tf_pyjson_scalar_text(b, t, &st))
 				st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: a text part's text must be a string",
@@ -128,8 +136,7 @@ static tf_status content_text(struct tf_buf *b, const json_t *v, size_t index, c
 			else
 				st = tf_buf_puts(b, image_text);
 		} else {
-			st = tf_err(TF_ERR_FORMAT, "messages[%zu].%s: unsupported content part of type %s",
-				    index, where, *type ? type : "(none)");
+			st = unsupported(part, index, where);
 		}
 	}
 	return st;
@@ -345,11 +352,8 @@ static tf_status normalize_one(struct render *r, const json_t *m, size_t i)
 		const json_t *rc = json_object_get(m, "reasoning_content");
 		if (!rc || json_is_null(rc))
 			rc = json_object_get(m, "reasoning");
-		if (rc && !json_is_null(rc)) {
-			x->has_reasoning = true;
-			if ((st = content_text(&x->reasoning, rc, i, "reasoning_content", NULL)))
-				return st;
-		}
+		if (rc && !json_is_null(rc) && (st = content_text(&x->reasoning, rc, i, "reasoning_content", NULL)))
+			return st;
 		const json_t *tc = json_object_get(m, "tool_calls");
 		if (tf_pyjson_truthy(tc)) {
 			if (!json_is_array(tc))
@@ -488,8 +492,11 @@ static tf_status write_user(struct render *r, const struct turn *u)
 	tf_status st = put(r, TF_CHAT_USER);
 	for (size_t k = 0; k < u->nblocks && !st; k++) {
 		const struct block *b = &u->blocks[k];
-		if ((k && (st = put(r, "\n\n"))) || (b->tool && (st = put(r, "<tool_result>"))) ||
-		    (st = put_buf(r, &r->msgs[b->msg].content)) || (b->tool && (st = put(r, "</tool_result>"))))
+		if ((k && (st = put(r, "\n\n"))) || (b->tool && (st = put(r, "<tool_result>"))))
+			break;
+		if (b->msg == r->last_user)
+			*r->rewind = r->out->len;
+		if ((st = put_buf(r, &r->msgs[b->msg].content)) || (b->tool && (st = put(r, "</tool_result>"))))
 			break;
 	}
 	return st;
@@ -550,8 +557,6 @@ static tf_status write_turns(struct render *r, struct tf_chat_prompt *p)
 		    (st = tf_buf_printf(r->out, "Reasoning Effort: %d (range 1-100, the higher the value, the "
 						"more thorough the reasoning)\n\n", s->budget)))
 			break;
-		if (has_last && t == last)
-			p->rewind = r->out->len;
 		bool after_last = !has_last || t > last;
 		switch (u->role) {
 		case R_SYSTEM:
@@ -591,7 +596,7 @@ static tf_status write_turns(struct render *r, struct tf_chat_prompt *p)
 				break;
 		}
 	}
-	if (!has_last)
+	if (r->last_user == SIZE_MAX)
 		p->rewind = p->history_len;
 	return st;
 }
@@ -632,6 +637,11 @@ tf_status tf_chat_render(const json_t *messages, const struct tf_chat_settings *
 		}
 		r.sys_extras = true;
 	}
+	r.last_user = SIZE_MAX;
+	r.rewind = &p->rewind;
+	for (size_t i = 0; !st && i < r.nmsgs; i++)
+		if (r.msgs[i].role == R_USER)
+			r.last_user = i;
 	if (!st)
 		st = merge(&r);
 	if (!st)

@@ -65,8 +65,10 @@ void tf_chat_settings_release(struct tf_chat_settings *s);
  *   response_format ({"type": "json_schema", "json_schema": {"schema": S}}
  *     or {"type": "json_object"}; any other object with another "type" is
  *     taken as the schema itself, as the fixtures give it),
- *   thinking (true/false, or {"type": "enabled"|"disabled"}), enable_thinking,
- *   budget (1-100: the effort line, thinking unchanged),
+ *   thinking (true/false, or Anthropic's {"type": "enabled" | "adaptive" |
+ *     "disabled"}), enable_thinking,
+ *   budget (an effort that sets the effort line only: 1-100 or a name
+ *     other than none / minimal; thinking unchanged),
  *   reasoning_effort, then chat_template_kwargs.reasoning_effort
  *     (tf_chat_effort: sets thinking and budget),
  *   chat_template_kwargs.enable_thinking / .thinking,
@@ -89,9 +91,11 @@ tf_status tf_chat_effort_text(const char *s, size_t n, bool *thinking, int *budg
 struct tf_chat_prompt {
 	struct tf_buf text;  /* the prompt (UTF-8, NUL-terminated) */
 	size_t history_len;  /* its length without the final generation suffix */
-	size_t rewind;       /* where the latest user turn starts (its <｜User｜>,
-				or the <｜System｜> of a later system message);
-				history_len when there is none */
+	size_t rewind;       /* the rewind point: where the latest user message's
+				content starts (what an edit of that message
+				changes first, so an edited last turn can resume
+				from a cache of the text before it);
+				history_len when there is no user message */
 	bool thinking;       /* the reply starts in reasoning (suffix <think>) */
 };
 

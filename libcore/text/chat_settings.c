@@ -123,9 +123,9 @@ static tf_status read_thinking(struct tf_chat_settings *s, const json_t *req)
 		s->thinking = json_is_true(t);
 	} else if (json_is_object(t)) { /* Anthropic: {"type": "enabled", "budget_tokens": N} */
 		const char *k = json_string_value(json_object_get(t, "type"));
-		if (!k || (strcmp(k, "enabled") && strcmp(k, "disabled")))
-			return tf_err(TF_ERR_FORMAT, "thinking.type must be enabled or disabled");
-		s->thinking = !strcmp(k, "enabled");
+		if (!k || (strcmp(k, "enabled") && strcmp(k, "adaptive") && strcmp(k, "disabled")))
+			return tf_err(TF_ERR_FORMAT, "thinking.type must be enabled, adaptive or disabled");
+		s->thinking = strcmp(k, "disabled") != 0;
 	} else if (t && !json_is_null(t)) {
 		return tf_err(TF_ERR_FORMAT, "thinking must be true or false");
 	}
@@ -133,10 +133,14 @@ static tf_status read_thinking(struct tf_chat_settings *s, const json_t *req)
 	if (st)
 		return st;
 	const json_t *b = json_object_get(req, "budget");
-	if (b && !json_is_null(b)) {
-		if (!json_is_integer(b) || json_integer_value(b) < 1 || json_integer_value(b) > 100)
-			return tf_err(TF_ERR_FORMAT, "budget must be an integer 1-100");
-		s->budget = (int)json_integer_value(b);
+	if (b && !json_is_null(b)) { /* an effort for the line only: thinking stays */
+		bool on = false;
+		int budget = 0;
+		if ((st = tf_chat_effort(b, &on, &budget)))
+			return st;
+		if (!on)
+			return tf_err(TF_ERR_FORMAT, EFFORT_ERR);
+		s->budget = budget;
 	}
 	const json_t *kw = json_object_get(req, "chat_template_kwargs");
 	if (kw && !json_is_null(kw) && !json_is_object(kw))

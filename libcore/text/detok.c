@@ -1,5 +1,6 @@
 /* detok.c: whole and streaming decode with from_utf8_lossy semantics. */
 #include "text/detok.h"
+#include "text/tok_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -116,11 +117,13 @@ tf_status tf_tok_decode(const struct tf_tok *tok, const uint32_t *ids, size_t n,
 	 * always valid. When not, convert the copied bytes lossily. */
 	size_t start = out->len;
 	tf_status st = TF_OK;
+	const char *arena = tok->arena.data;
 	for (size_t i = 0; i < n; i++) {
-		size_t len;
-		const uint8_t *b = tf_tok_bytes(tok, ids[i], &len);
-		if (!b)
+		uint32_t id = ids[i];
+		if (id >= tok->nids || tok->boff[id] == TOK_NONE)
 			continue;
+		const char *b = arena + tok->boff[id];
+		size_t len = tok->blen[id];
 		if (out->cap - out->len <= len + 16 &&
 		    (st = tf_buf_reserve(out, len < 4096 ? 4096 : len + 16)))
 			return st;

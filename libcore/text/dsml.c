@@ -114,6 +114,46 @@ size_t dsml_hold(const char *t, size_t len)
 	return most;
 }
 
+/* Whether s[0..n) is a proper prefix of a calls block's opening tag in
+ * any spelling the grammar reads: `\n\n`? `<｜DSML｜` ws? name `>`. */
+static bool open_tag_prefix(const char *s, size_t n)
+{
+	size_t i = 0;
+	if (n && s[0] == '\n') {
+		if (n == 1)
+			return true;
+		if (s[1] != '\n')
+			return false;
+		i = 2;
+	}
+	size_t m = n - i < MARK_LEN ? n - i : MARK_LEN;
+	if (memcmp(s + i, MARK, m))
+		return false;
+	if ((i += m) == n)
+		return true;
+	size_t sp = dsml_space(s, n, i);
+	for (size_t pass = 0; pass < (sp ? 2 : 1); pass++) {
+		size_t j = pass ? i + sp : i;
+		if (j == n)
+			return true;
+		for (size_t k = 0; k < sizeof BLOCK_NAMES / sizeof BLOCK_NAMES[0]; k++) {
+			size_t wn = strlen(BLOCK_NAMES[k]), have = n - j;
+			if (have <= wn && !memcmp(s + j, BLOCK_NAMES[k], have))
+				return true; /* the name so far, its '>' still to come */
+		}
+	}
+	return false;
+}
+
+size_t dsml_hold_all(const char *t, size_t len)
+{
+	const size_t longest = 2 + MARK_LEN + 4 + sizeof "function_calls";
+	for (size_t p = len > longest ? len - longest : 0; p < len; p++)
+		if (open_tag_prefix(t + p, len - p))
+			return len - p;
+	return 0;
+}
+
 /* ws? + one of names: the end of the name, or 0 (no name ends at 0). */
 static size_t spaced_word(const char *t, size_t len, size_t at, const char *const *names, size_t nn)
 {

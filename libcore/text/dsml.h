@@ -29,14 +29,15 @@
  * reference reader's (the goldens in tests/data/dsv41/dsml.jsonl), and the
  * streamed reasoning, content and calls equal the whole parse for any
  * split, except where the reference's stream itself differs: a calls block
- * that yields no usable call was already withheld from the content; without
- * tools a calls tag inside unclosed reasoning stays reasoning; with tools,
- * a single newline just before such a tag is sent as reasoning (the whole
- * parse trims it, and it comes again as content); and only the
- * opening tags `<｜DSML｜ calls>`, `<｜DSML｜calls>`, `<｜DSML｜tool_calls>`
- * and `<｜DSML｜function_calls>` (after an optional blank line) are held
- * back while incomplete, so another spelling (`<｜DSML｜ tool_calls>`) cut
- * by a chunk may reach the content in part.
+ * that yields no usable call is withheld from the content; without tools
+ * a calls tag inside unclosed reasoning stays reasoning; with tools, a
+ * single newline just before such a tag is sent as reasoning (the whole
+ * parse trims it, and it comes again as content); and only the opening
+ * tags `<｜DSML｜ calls>`, `<｜DSML｜calls>`, `<｜DSML｜tool_calls>` and
+ * `<｜DSML｜function_calls>` (after an optional blank line) are held back
+ * while incomplete, so another spelling (`<｜DSML｜ tool_calls>`) cut by a
+ * chunk may reach the content in part. tf_dsml_stream_consistent removes
+ * these differences.
  *
  * Input text should be UTF-8 (a stream holds back an incomplete trailing
  * character); invalid bytes are carried as they are, never a crash.
@@ -123,6 +124,15 @@ struct tf_dsml_stream;
 struct tf_dsml_stream *tf_dsml_stream_new(bool thinking, const struct tf_dsml_tools *tools);
 void tf_dsml_stream_free(struct tf_dsml_stream *s);
 
+/* Make the stream equal to the whole parse for any split (set before the
+ * first push): a partial opening tag is held back in every spelling the
+ * grammar reads (and, in unclosed reasoning, the newlines before it, and
+ * also when no tools were offered), and a block that gave no usable call
+ * is sent as content at finish. The deltas then differ from the
+ * reference's in exactly those cases. Off by default: the goldens pin the
+ * reference's deltas. */
+void tf_dsml_stream_consistent(struct tf_dsml_stream *s, bool on);
+
 /* Append the next n bytes of the reply and read what they settle. The
  * deltas (borrowed, valid until the next call on s) go to *deltas and
  * *ndeltas. TF_ERR_ARG after finish. */
@@ -141,11 +151,18 @@ const char *tf_dsml_stream_text(const struct tf_dsml_stream *s, size_t *len);
  * message.tool_calls: [{"id", "type": "function", "function": {"name",
  * "arguments": compact JSON}}] of calls[0..n). */
 json_t *tf_dsml_openai_tool_calls(const struct tf_dsml_call *calls, size_t n);
+/* Where reasoning goes in OpenAI replies (the reference sends both). */
+enum {
+	TF_DSML_REASONING_CONTENT = 1, /* "reasoning_content" (DeepSeek, vLLM) */
+	TF_DSML_REASONING_FIELD = 2,   /* "reasoning" (OpenRouter, newer clients) */
+};
+
 /* A stream delta as a chat.completion.chunk's choices[0].delta:
- * {"reasoning_content": t}, {"content": t}, {"tool_calls": [{"index",
- * "id", "type", "function": {"name", "arguments": ""}}]} or {"tool_calls":
- * [{"index", "function": {"arguments": t}}]}. */
-json_t *tf_dsml_openai_delta(const struct tf_dsml_delta *d);
+ * {"reasoning_content": t, "reasoning": t} (as fields says), {"content":
+ * t}, {"tool_calls": [{"index", "id", "type", "function": {"name",
+ * "arguments": ""}}]} or {"tool_calls": [{"index", "function":
+ * {"arguments": t}}]}. */
+json_t *tf_dsml_openai_delta(const struct tf_dsml_delta *d, unsigned fields);
 
 /* Anthropic shapes: a message's content blocks for a whole reply:
  * {"type": "thinking", "thinking", "signature": ""} (when there is

@@ -48,6 +48,8 @@ size_t dsml_space(const char *s, size_t len, size_t i);
 void dsml_strip(const char *s, size_t n, size_t *a, size_t *b);
 size_t dsml_partial(const char *t, size_t len, const char *tag);
 size_t dsml_hold(const char *t, size_t len);
+/* The same for every spelling the grammar reads (tf_dsml_stream_consistent). */
+size_t dsml_hold_all(const char *t, size_t len);
 bool dsml_think_end(const char *t, size_t n, size_t from, size_t *at);
 bool dsml_block_tag(const char *s, size_t from, size_t to, bool close, struct dsml_match *m);
 enum dsml_got dsml_invoke_at(const char *t, size_t len, size_t p, struct dsml_head *h);

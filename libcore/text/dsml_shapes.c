@@ -45,11 +45,22 @@ json_t *tf_dsml_openai_tool_calls(const struct tf_dsml_call *calls, size_t n)
 	return list;
 }
 
-json_t *tf_dsml_openai_delta(const struct tf_dsml_delta *d)
+json_t *tf_dsml_openai_delta(const struct tf_dsml_delta *d, unsigned fields)
 {
 	switch (d->kind) {
-	case TF_DSML_REASONING:
-		return json_pack("{s:o}", "reasoning_content", text_value(d->text, d->len));
+	case TF_DSML_REASONING: {
+		json_t *o = json_object();
+		if (o && (fields & TF_DSML_REASONING_CONTENT) &&
+		    json_object_set_new(o, "reasoning_content", text_value(d->text, d->len)))
+			goto fail;
+		if (o && (fields & TF_DSML_REASONING_FIELD) &&
+		    json_object_set_new(o, "reasoning", text_value(d->text, d->len)))
+			goto fail;
+		return o;
+	fail:
+		json_decref(o);
+		return NULL;
+	}
 	case TF_DSML_CONTENT:
 		return json_pack("{s:o}", "content", text_value(d->text, d->len));
 	case TF_DSML_CALL:

@@ -57,6 +57,7 @@ struct pending_delta {
 
 struct tf_dsml_stream {
 	bool thinking, finished;
+	bool consistent; /* equal to the whole parse for any split (dsml.h) */
 	const struct tf_dsml_tools *tools;
 	struct tf_buf text;
 	size_t sent_reasoning, sent_content;
@@ -74,7 +75,7 @@ struct tf_dsml_stream {
 	struct sent_call *calls;
 	size_t ncalls;
 	struct pending_delta *pd;
-	size_t npd;
+	size_t npd, pd_cap; /* deltas has room for pd_cap too */
 	struct tf_buf frags;
 	struct tf_dsml_delta *deltas;
 	struct tf_dsml_call *pub; /* tf_dsml_stream_calls' view */
@@ -110,6 +111,17 @@ struct tf_dsml_stream *tf_dsml_stream_new(bool thinking, const struct tf_dsml_to
 	return s;
 }
 
+void tf_dsml_stream_consistent(struct tf_dsml_stream *s, bool on)
+{
+	s->consistent = on;
+}
+
+/* What may still become a calls block's opening tag. */
+static size_t hold(const struct tf_dsml_stream *s, const char *t, size_t len)
+{
+	return s->consistent ? dsml_hold_all(t, len) : dsml_hold(t, len);
+}
+
 void tf_dsml_stream_free(struct tf_dsml_stream *s)
 {
 	if (!s)
@@ -131,11 +143,18 @@ void tf_dsml_stream_free(struct tf_dsml_stream *s)
 static tf_status emit(struct tf_dsml_stream *s, enum tf_dsml_delta_kind kind, size_t index, size_t off,
 		      size_t len)
 {
-	struct pending_delta *pd = realloc(s->pd, (s->npd + 1) * sizeof *pd);
-	if (!pd)
-		return tf_err(TF_ERR_NOMEM, "DSML stream");
-	s->pd = pd;
-	pd[s->npd++] = (struct pending_delta){kind, index, off, len};
+	if (s->npd == s->pd_cap) {
+		size_t cap = s->pd_cap ? 2 * s->pd_cap : 8;
+		struct pending_delta *pd = realloc(s->pd, cap * sizeof *pd);
+		if (pd)
+			s->pd = pd;
+		struct tf_dsml_delta *d = pd ? realloc(s->deltas, cap * sizeof *d) : NULL;
+		if (!d)
+			return tf_err(TF_ERR_NOMEM, "DSML stream");
+		s->deltas = d;
+		s->pd_cap = cap;
+	}
+	s->pd[s->npd++] = (struct pending_delta){kind, index, off, len};
 	return TF_OK;
 }
 
@@ -293,6 +312,9 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 {
 	const char *t = s->text.data ? s->text.data : "";
 	bool offered = tf_dsml_tools_count(s->tools) > 0;
+	/* a block tag ends unclosed reasoning (dsml_split); the reference's
+	   stream looks for one only when tools were offered */
+	bool blocks = offered || s->consistent;
 	bool has_end = false, has_blk = false;
 	const struct dsml_match *blk_all = NULL;
 	tf_status st;
@@ -305,10 +327,14 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		has_end = s->has_think_end;
 		blk_all = finder_block(&s->text_blk, t, len, false);
 		has_blk = blk_all != NULL;
-		if (!has_end && (!has_blk || !offered)) {
+		if (!has_end && (!has_blk || !blocks)) {
 			size_t h = dsml_partial(t, len, THINK_END);
-			if (offered) {
-				size_t k = dsml_hold(t, len);
+			if (blocks) {
+				size_t k = hold(s, t, len);
+				/* a block ends the reasoning before the newlines ahead of
+				   its tag (dsml_split); the reference sends a lone one */
+				while (s->consistent && k && k < len && t[len - k - 1] == '\n')
+					k++;
 				h = k > h ? k : h;
 			}
 			size_t upto = finished ? len : len - h;
@@ -340,7 +366,7 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		if (limit >= 2 && rest[limit - 1] == '\n' && rest[limit - 2] == '\n')
 			limit -= 2;
 	} else {
-		limit = finished ? rn : rn - (offered ? dsml_hold(rest, rn) : 0);
+		limit = finished ? rn : rn - (offered ? hold(s, rest, rn) : 0);
 	}
 	if (limit > s->sent_content && !s->in_calls) {
 		if ((st = emit(s, TF_DSML_CONTENT, 0, rest_at + s->sent_content, limit - s->sent_content)))
@@ -355,9 +381,16 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		finder_reset(&s->close_blk, blk->end);
 	}
 	const struct dsml_match *close = finder_block(&s->close_blk, t, len, true);
-	if ((st = read_calls(s, t, close ? close->start : len)))
+	if ((st = read_calls(s, t, close ? close->start : len)) || (st = emit_calls(s, finished)))
 		return st;
-	return emit_calls(s, finished);
+	/* a block that gave no usable call is content after all, as the whole
+	   parse has it (the reference's stream drops it) */
+	if (finished && s->consistent && !s->ncalls && rn > s->sent_content) {
+		if ((st = emit(s, TF_DSML_CONTENT, 0, rest_at + s->sent_content, rn - s->sent_content)))
+			return st;
+		s->sent_content = rn;
+	}
+	return TF_OK;
 }
 
 /* The length of s[0..n) without an incomplete trailing UTF-8 character. */
@@ -380,13 +413,6 @@ static tf_status run(struct tf_dsml_stream *s, bool finished, const struct tf_ds
 	tf_buf_reset(&s->frags);
 	size_t len = finished ? s->text.len : complete_utf8(s->text.data, s->text.len);
 	tf_status st = feed(s, len, finished);
-	if (!st && s->npd) {
-		struct tf_dsml_delta *d = realloc(s->deltas, s->npd * sizeof *d);
-		if (!d)
-			st = tf_err(TF_ERR_NOMEM, "DSML stream");
-		else
-			s->deltas = d;
-	}
 	if (st) {
 		*deltas = NULL;
 		*ndeltas = 0;

@@ -45,7 +45,7 @@ run tf-tokenize render --json req.json
 expect_rc 0
 expect_json 'j.thinking === true && j.prompt.endsWith("<｜Assistant｜><think>")'
 expect_json 'Buffer.from(j.prompt).subarray(0, j.history_bytes).toString() + "<｜Assistant｜><think>" === j.prompt'
-expect_json 'Buffer.from(j.prompt).subarray(j.rewind_bytes).toString() === "<｜User｜>Weather?<｜Assistant｜><think>"'
+expect_json 'Buffer.from(j.prompt).subarray(j.rewind_bytes).toString() === "Weather?<｜Assistant｜><think>"'
 expect_json 'j.prompt.includes("Reasoning Effort: 50 ")'
 
 # A bare list of messages renders with the defaults; stdin works.

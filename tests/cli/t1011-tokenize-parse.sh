@@ -60,6 +60,17 @@ printf '</think>\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name="Get_Weather">\n
 run tf-tokenize parse --tools req.json call.txt
 expect_rc 0
 expect_json 'j.content === "" && j.tool_calls[0].function.name === "get_weather" && j.tool_calls[0].function.arguments === "{\"days\":3}"'
+# A block spelt <｜DSML｜ tool_calls> (with a space) cut by the chunks: the
+# reference's holdback lets part of the tag into the content; --consistent
+# keeps it out.
+printf 'a\n\n<｜DSML｜ tool_calls>\n<｜DSML｜ invoke name="f">' >spaced.txt
+echo '[{"name": "f"}]' >f.json
+run tf-tokenize parse --mode chat --tools f.json --stream --chunk 3 spaced.txt
+expect_rc 0
+tail -1 out | grep -qF '"content":"a\n\n<｜DSML｜ tool_call"' || fail "reference holdback: $(tail -1 out)"
+run tf-tokenize parse --mode chat --tools f.json --stream --consistent --chunk 3 spaced.txt
+expect_rc 0
+tail -1 out | grep -qF '"content":"a","tool_calls":[{"id":"call_' || fail "--consistent: $(tail -1 out)"
 # Misuse.
 run tf-tokenize parse --tools no-such.json call.txt
 expect_rc 66

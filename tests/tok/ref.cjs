@@ -31,14 +31,24 @@ function fixRegex(re) {
 	}
 	return out;
 }
+// ByteLevel(use_regex) splits with the GPT-2 regex (Isolated) in Hugging
+// Face; the JavaScript port hard-codes that regex, so it is made an explicit
+// Split here to get the same \s correction.
+const GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 function fixPre(p) {
-	if (!p) return;
-	if (p.type === 'Sequence') p.pretokenizers.forEach(fixPre);
+	if (!p) return p;
+	if (p.type === 'Sequence') p.pretokenizers = p.pretokenizers.map(fixPre);
 	if (p.type === 'Split' && p.pattern && p.pattern.Regex) p.pattern.Regex = fixRegex(p.pattern.Regex);
+	if (p.type === 'ByteLevel' && p.use_regex !== false) {
+		return { type: 'Sequence', pretokenizers: [
+			{ type: 'Split', pattern: { Regex: fixRegex(GPT2) }, behavior: 'Isolated', invert: false },
+			{ ...p, use_regex: false }] };
+	}
+	return p;
 }
 
 const json = JSON.parse(fs.readFileSync(tokPath, 'utf8'));
-fixPre(json.pre_tokenizer);
+json.pre_tokenizer = fixPre(json.pre_tokenizer);
 const tok = TokenizerLoader.fromPreTrained({
 	tokenizerJSON: json,
 	tokenizerConfig: { tokenizer_class: 'PreTrainedTokenizer', clean_up_tokenization_spaces: false },

@@ -132,6 +132,72 @@ START_TEST(template_goldens)
 }
 END_TEST
 
+/* The offsets, defined as the reference finds them: history_len is where
+ * the renders with and without the generation prompt part; the rewind
+ * point is where the render first changes when the latest user message's
+ * text is replaced by a probe. Checked on every golden conversation. */
+START_TEST(offsets_by_probe)
+{
+	char *text;
+	size_t n;
+	ck_assert_int_eq(tf_file_read_all(data_path("dsv41/template.jsonl"), 1 << 26, &text, &n), TF_OK);
+	size_t checked = 0, probed = 0;
+	for (char *line = text, *nl; line < text + n; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(text + n - line));
+		if (!nl)
+			nl = text + n;
+		if (nl == line)
+			continue;
+		json_t *req;
+		ck_assert_int_eq(tf_json_parse(line, (size_t)(nl - line), "record", &req), TF_OK);
+		if (!json_is_string(json_object_get(req, "expected"))) {
+			json_decref(req);
+			continue;
+		}
+		struct tf_chat_prompt with, without, probe;
+		tf_chat_prompt_init(&with);
+		tf_chat_prompt_init(&without);
+		tf_chat_prompt_init(&probe);
+		json_object_set_new(req, "generation", json_true());
+		ck_assert_int_eq(tf_chat_render_request(req, NULL, &with), TF_OK);
+		json_object_set_new(req, "generation", json_false());
+		ck_assert_int_eq(tf_chat_render_request(req, NULL, &without), TF_OK);
+		ck_assert_uint_eq(without.history_len, without.text.len);
+		ck_assert_uint_eq(with.history_len, without.text.len);
+		ck_assert(!memcmp(with.text.data, without.text.data, without.text.len));
+		json_object_set_new(req, "generation", json_true());
+		json_t *msgs = json_object_get(req, "messages");
+		json_t *last = NULL;
+		for (size_t i = 0; i < json_array_size(msgs); i++) {
+			const char *role = json_string_value(json_object_get(json_array_get(msgs, i), "role"));
+			if (role && !strcmp(role, "user"))
+				last = json_array_get(msgs, i);
+		}
+		if (last) {
+			json_object_set_new(last, "content", json_string("\x01probe"));
+			ck_assert_int_eq(tf_chat_render_request(req, NULL, &probe), TF_OK);
+			size_t k = 0;
+			while (k < with.text.len && k < probe.text.len && with.text.data[k] == probe.text.data[k])
+				k++;
+			ck_assert_msg(k == with.rewind, "record %zu: the render changes at %zu, rewind %zu", checked, k,
+				      with.rewind);
+			ck_assert_uint_eq(probe.rewind, k);
+			probed++;
+		} else {
+			ck_assert_uint_eq(with.rewind, with.history_len);
+		}
+		checked++;
+		tf_chat_prompt_release(&with);
+		tf_chat_prompt_release(&without);
+		tf_chat_prompt_release(&probe);
+		json_decref(req);
+	}
+	free(text);
+	ck_assert_uint_ge(checked, 200);
+	ck_assert_uint_ge(probed, 200);
+}
+END_TEST
+
 /* §2's worked example, byte for byte. */
 START_TEST(worked_example)
 {
@@ -171,9 +237,9 @@ START_TEST(worked_example)
 	struct tf_chat_prompt p;
 	ck_assert_int_eq(render(req, &p), TF_OK);
 	ck_assert_str_eq(p.text.data, want);
-	/* history: all but the suffix; rewind: the tool-result turn */
+	/* history: all but the suffix; rewind: the latest user message's text */
 	ck_assert_uint_eq(p.history_len, p.text.len - strlen(TF_CHAT_ASSISTANT "<think>"));
-	ck_assert(!strncmp(p.text.data + p.rewind, TF_CHAT_USER "<tool_result>", 22));
+	ck_assert(!strncmp(p.text.data + p.rewind, "Weather in Paris?" TF_CHAT_ASSISTANT, 17 + strlen(TF_CHAT_ASSISTANT)));
 	ck_assert(p.thinking);
 	tf_chat_prompt_release(&p);
 }
@@ -364,7 +430,7 @@ START_TEST(rule_generation_suffix)
 			 TF_OK);
 	ck_assert_str_eq(p.text.data, TF_CHAT_BOS TF_CHAT_USER "a");
 	ck_assert_uint_eq(p.history_len, p.text.len);
-	ck_assert_uint_eq(p.rewind, strlen(TF_CHAT_BOS));
+	ck_assert_uint_eq(p.rewind, strlen(TF_CHAT_BOS TF_CHAT_USER));
 	tf_chat_prompt_release(&p);
 	ck_assert_int_eq(render("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"},"
 				"{\"role\": \"assistant\", \"content\": \"b\"}]}", &p),
@@ -393,7 +459,7 @@ START_TEST(rule_content_and_images)
 	expect_error("{\"messages\": [{\"role\": \"user\", \"content\": [[1, \"a\"]]}]}",
 		     "messages[0].content: unsupported content part [1, 'a']");
 	expect_error("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"audio\"}]}]}",
-		     "messages[0].content: unsupported content part of type audio");
+		     "messages[0].content: unsupported content part {'type': 'audio'}");
 }
 END_TEST
 
@@ -404,7 +470,7 @@ START_TEST(rule_offsets_after_escape)
 	ck_assert_int_eq(render("{\"thinking\": false, \"messages\": [{\"role\": \"system\", \"content\": \""
 				TF_CHAT_IMAGE "\"}, {\"role\": \"user\", \"content\": \"q\"}]}", &p),
 			 TF_OK);
-	ck_assert(!strncmp(p.text.data + p.rewind, TF_CHAT_USER "q", strlen(TF_CHAT_USER "q")));
+	ck_assert(!strcmp(p.text.data + p.rewind, "q" TF_CHAT_ASSISTANT "</think>"));
 	ck_assert(!strcmp(p.text.data + p.history_len, TF_CHAT_ASSISTANT "</think>"));
 	tf_chat_prompt_release(&p);
 }
@@ -448,6 +514,11 @@ START_TEST(rule_effort)
 	expect_text("{\"reasoning_effort\": \"max\", \"chat_template_kwargs\": {\"enable_thinking\": false},"
 		    "\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
 		    TF_CHAT_BOS TF_CHAT_USER "a" TF_CHAT_ASSISTANT "</think>");
+	/* Anthropic's thinking object */
+	expect_text("{\"thinking\": {\"type\": \"disabled\"}, \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
+		    TF_CHAT_BOS TF_CHAT_USER "a" TF_CHAT_ASSISTANT "</think>");
+	expect_error("{\"thinking\": {\"type\": \"maybe\"}, \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
+		     "thinking.type must be enabled, adaptive or disabled");
 	expect_error("{\"chat_template_kwargs\": [], \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
 		     "chat_template_kwargs must be a JSON object or null");
 	expect_error("{\"reasoning_effort\": \"huge\", \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
@@ -470,7 +541,10 @@ START_TEST(rule_refusals)
 	expect_error("{\"tools\": [{\"function\": {\"description\": \"x\"}}], \"messages\": [{\"role\": \"user\"}]}",
 		     "a tool has no name");
 	expect_error("{\"tools\": [1], \"messages\": [{\"role\": \"user\"}]}", "tools must be a list of objects");
-	expect_error("{\"budget\": 0, \"messages\": [{\"role\": \"user\"}]}", "budget must be an integer 1-100");
+	expect_error("{\"budget\": 0, \"messages\": [{\"role\": \"user\"}]}",
+		     "reasoning_effort must be 1-100 or low / medium / high / max");
+	expect_error("{\"budget\": \"none\", \"messages\": [{\"role\": \"user\"}]}",
+		     "reasoning_effort must be 1-100 or low / medium / high / max");
 }
 END_TEST
 
@@ -507,6 +581,7 @@ Suite *suite_chat(void)
 	Suite *s = suite_create("chat");
 	TCase *tc = tcase_create("render");
 	tcase_add_test(tc, template_goldens);
+	tcase_add_test(tc, offsets_by_probe);
 	tcase_add_test(tc, worked_example);
 	tcase_add_test(tc, rule_chat_mode);
 	tcase_add_test(tc, rule_thinking_drop);

@@ -208,15 +208,6 @@ static void expect_parse(const char *text, bool thinking, const char *tools, con
 	free(p.calls);
 }
 
-/* One invoke of get_weather with one parameter, in a calls block. */
-static char *one_param(const char *flag, const char *value)
-{
-	static char buf[1024];
-	snprintf(buf, sizeof buf, M " calls>\n" M " invoke name=\"get_weather\">\n" M " parameter name=\"%s\" string=\"%s\">%s"
-		 MC " parameter>\n" MC " invoke>\n" MC " calls>", flag, strchr(flag, '|') ? "x" : "true", value);
-	return buf;
-}
-
 static void expect_value(const char *key, bool string, const char *raw, const char *want_args)
 {
 	char text[1024];
@@ -322,7 +313,6 @@ START_TEST(rule_values)
 	expect_value("days", true, "\"4\"", "{\"days\":4}");                       /* JSON inside a JSON string */
 	expect_value("days", false, "\"4\"", "{\"days\":\"4\"}");                  /* valid JSON as it is */
 	expect_value("other", false, " {\"a\": 1} ", "{\"other\":{\"a\":1}}");
-	(void)one_param;
 }
 END_TEST
 
@@ -374,10 +364,11 @@ START_TEST(rule_malformed_stays_text)
 END_TEST
 
 /* Stream a text in the given chunks; returns the deltas as JSON. */
-static json_t *stream_chunks(const char *text, const size_t *cuts, size_t ncuts, bool thinking,
-			     const struct tf_dsml_tools *tools, json_t **calls)
+static json_t *stream_chunks_with(const char *text, const size_t *cuts, size_t ncuts, bool thinking,
+				  const struct tf_dsml_tools *tools, bool consistent, json_t **calls)
 {
 	struct tf_dsml_stream *s = tf_dsml_stream_new(thinking, tools);
+	tf_dsml_stream_consistent(s, consistent);
 	json_t *all = json_array();
 	size_t at = 0, n = strlen(text);
 	const struct tf_dsml_delta *d;
@@ -395,6 +386,12 @@ static json_t *stream_chunks(const char *text, const size_t *cuts, size_t ncuts,
 	*calls = calls_json(c, nc);
 	tf_dsml_stream_free(s);
 	return all;
+}
+
+static json_t *stream_chunks(const char *text, const size_t *cuts, size_t ncuts, bool thinking,
+			     const struct tf_dsml_tools *tools, json_t **calls)
+{
+	return stream_chunks_with(text, cuts, ncuts, thinking, tools, false, calls);
 }
 
 START_TEST(rule_stream_holds_back)
@@ -460,7 +457,9 @@ START_TEST(rule_shapes)
 		ck_assert_int_eq(fin ? tf_dsml_stream_finish(st, "", 0, &d, &nd) : tf_dsml_stream_push(st, text + i, 1, &d, &nd),
 				 TF_OK);
 		for (size_t k = 0; k < nd; k++) {
-			json_t *c = tf_dsml_openai_delta(&d[k]);
+			json_t *c = tf_dsml_openai_delta(&d[k], TF_DSML_REASONING_CONTENT | TF_DSML_REASONING_FIELD);
+			if (d[k].kind == TF_DSML_REASONING)
+				ck_assert(json_equal(json_object_get(c, "reasoning"), json_object_get(c, "reasoning_content")));
 			json_t *calls = json_object_get(c, "tool_calls");
 			if (calls)
 				json_object_del(json_array_get(calls, 0), "id");
@@ -528,13 +527,15 @@ static void gen_value(struct tf_buf *b, struct tf_rng *r, bool *string)
 	tf_buf_puts(b, *string ? strings[tf_rng_below(r, 6)] : json[tf_rng_below(r, 8)]);
 }
 
-static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking)
+static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking, bool all_spellings)
 {
 	static const char *const prose[] = {"Let me see.", "a\n\nb", "< not a tag", "</thin", "x\n", "中文 text",
 					    "\n\n", "<｜DSML｜", "｜DSML｜ calls"};
-	/* the spellings the stream holds back while incomplete (dsml.h) */
-	static const char *const opens[] = {M " calls>", M "calls>", M "tool_calls>", M "function_calls>"};
-	static const char *const names[] = {"get_weather", "search", "WEB::OPEN", "x::get_weather"};
+	/* the first four: the spellings the reference holds back (dsml.h) */
+	static const char *const opens[] = {M " calls>", M "calls>", M "tool_calls>", M "function_calls>",
+					    M " tool_calls>", M "\tfunction_calls>", M "\u3000calls>"};
+	/* the last: not offered */
+	static const char *const names[] = {"get_weather", "search", "WEB::OPEN", "x::get_weather", "delete_all"};
 	static const char *const keys[] = {"city", "days", "q", "tags", "detail", "when", "n", "url", "zz"};
 	static const char *const sp[] = {" ", "\n", "\t", "  ", " \n "};
 	tf_buf_reset(b);
@@ -549,17 +550,18 @@ static void gen_reply(struct tf_buf *b, struct tf_rng *r, bool thinking)
 	}
 	for (uint64_t i = tf_rng_below(r, 3); i-- > 0;)
 		tf_buf_puts(b, prose[tf_rng_below(r, 7)]);
-	/* a lone newline before a block in unclosed reasoning is the one
-	   case the reference's stream sends twice (dsml.h) */
-	if (unclosed && b->len && b->data[b->len - 1] == '\n' && (b->len < 2 || b->data[b->len - 2] != '\n'))
+	/* a lone newline before a block in unclosed reasoning is sent twice by
+	   the reference's stream (dsml.h); the consistent stream holds it */
+	if (unclosed && !all_spellings && b->len && b->data[b->len - 1] == '\n' &&
+	    (b->len < 2 || b->data[b->len - 2] != '\n'))
 		b->data[--b->len] = 0;
 	if (tf_rng_below(r, 2))
 		tf_buf_puts(b, "\n\n");
-	tf_buf_puts(b, opens[tf_rng_below(r, 4)]);
+	tf_buf_puts(b, opens[tf_rng_below(r, all_spellings ? 7 : 4)]);
 	tf_buf_puts(b, "\n");
 	for (uint64_t c = 1 + tf_rng_below(r, 3); c-- > 0;) {
 		tf_buf_printf(b, M "%sinvoke%sname=\"%s\"%s>\n", tf_rng_below(r, 2) ? " " : "", sp[tf_rng_below(r, 5)],
-			      names[tf_rng_below(r, 4)], tf_rng_below(r, 2) ? "" : " ");
+			      names[tf_rng_below(r, all_spellings ? 5 : 4)], tf_rng_below(r, 2) ? "" : " ");
 		for (uint64_t p = tf_rng_below(r, 4); p-- > 0;) {
 			bool string;
 			struct tf_buf v = TF_BUF_INIT;
@@ -628,31 +630,32 @@ START_TEST(random_splits)
 	struct tf_rng r;
 	tf_rng_seed(&r, 20261129);
 	struct tf_buf text = TF_BUF_INIT;
-	size_t replies = 0, splits = 0, with_calls = 0;
-	for (int i = 0; i < 400; i++) {
-		bool thinking = i & 1;
-		gen_reply(&text, &r, thinking);
-		struct parsed p = parse_with(text.data, thinking, TOOLS);
+	size_t replies = 0, splits = 0, with_calls = 0, without_tools = 0;
+	for (int i = 0; i < 800; i++) {
+		/* the first half: reference deltas, in the cases where they equal
+		   the whole parse (dsml.h); the second: the consistent stream on
+		   anything, tools offered or not, usable calls or not */
+		bool thinking = i & 1, consistent = i >= 400;
+		bool offered = !consistent || i % 3;
+		gen_reply(&text, &r, thinking, consistent);
+		struct parsed p = parse_with(text.data, thinking, offered ? TOOLS : NULL);
 		json_t *whole = json_pack("[s, s, o]", p.reasoning, p.content, json_loads(p.calls, 0, NULL));
-		bool calls = strcmp(p.calls, "[]");
-		with_calls += calls;
+		with_calls += strcmp(p.calls, "[]") != 0;
+		without_tools += !offered;
 		replies++;
 		for (int k = 0; k < 8; k++) {
 			size_t cuts[4096];
 			size_t nc = k == 0 ? 0 : random_cuts(&r, text.len, cuts, 4096);
 			json_t *sc;
-			json_t *feeds = stream_chunks(text.data, cuts, nc, thinking, tools, &sc);
+			json_t *feeds =
+				stream_chunks_with(text.data, cuts, nc, thinking, offered ? tools : NULL, consistent, &sc);
 			json_t *got = assemble(feeds);
 			/* the assembled calls equal the calls the stream reports */
-			json_t *gc = json_array_get(got, 2);
-			ck_assert(json_equal(gc, sc));
-			/* the reference withholds a block that yields no call from the stream */
-			if (!calls)
-				json_array_set_new(whole, 1, json_copy(json_array_get(got, 1)));
+			ck_assert(json_equal(json_array_get(got, 2), sc));
 			if (!json_equal(whole, got)) {
 				char *w = show(whole), *g = show(got), *t = show(json_string(text.data));
-				ck_abort_msg("reply %d split %d: thinking=%d\n text %s\n whole %s\n streamed %s", i, k, thinking,
-					     t, w, g);
+				ck_abort_msg("reply %d split %d: thinking=%d consistent=%d tools=%d\n text %s\n whole %s\n streamed %s",
+					     i, k, thinking, consistent, offered, t, w, g);
 			}
 			splits++;
 			json_decref(got);
@@ -664,11 +667,67 @@ START_TEST(random_splits)
 		free(p.content);
 		free(p.calls);
 	}
-	fprintf(stderr, "dsml random splits: %zu replies (%zu with calls), %zu splits, streamed == whole\n", replies,
-		with_calls, splits);
+	fprintf(stderr, "dsml random splits: %zu replies (%zu with calls, %zu without tools), %zu splits, streamed == whole\n",
+		replies, with_calls, without_tools, splits);
 	tf_buf_release(&text);
 	tf_dsml_tools_free(tools);
 	json_decref(tj);
+}
+END_TEST
+
+/* In consistent mode each golden reply streams, at its recorded cuts, at
+ * single bytes and in one piece, to exactly its whole parse. */
+START_TEST(consistent_goldens)
+{
+	char *text;
+	size_t n;
+	ck_assert_int_eq(tf_file_read_all(data_path("dsv41/dsml.jsonl"), 1 << 26, &text, &n), TF_OK);
+	size_t records = 0;
+	for (char *line = text, *nl; line < text + n; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(text + n - line));
+		if (!nl)
+			nl = text + n;
+		if (nl == line)
+			continue;
+		json_t *rec;
+		ck_assert_int_eq(tf_json_parse(line, (size_t)(nl - line), "record", &rec), TF_OK);
+		const char *t = json_string_value(json_object_get(rec, "text"));
+		bool thinking = json_is_true(json_object_get(rec, "thinking"));
+		struct tf_dsml_tools *tools = tf_dsml_tools_new(json_object_get(rec, "tools"));
+		const json_t *jc = json_object_get(rec, "cuts");
+		size_t nc = json_array_size(jc), *cuts = calloc(strlen(t) + 1, sizeof *cuts);
+		for (size_t k = 0; k < nc; k++)
+			cuts[k] = (size_t)json_integer_value(json_array_get(jc, k));
+		json_t *c1, *c2, *c3;
+		json_t *f1 = stream_chunks_with(t, cuts, nc, thinking, tools, true, &c1);
+		for (size_t k = 0; k + 1 < strlen(t); k++)
+			cuts[k] = k + 1;
+		json_t *f2 = stream_chunks_with(t, cuts, strlen(t) ? strlen(t) - 1 : 0, thinking, tools, true, &c2);
+		json_t *f3 = stream_chunks_with(t, cuts, 0, thinking, tools, true, &c3);
+		json_t *a1 = assemble(f1), *a2 = assemble(f2), *a3 = assemble(f3);
+		json_decref(f1);
+		json_decref(f2);
+		json_decref(f3);
+		const json_t *wp = json_object_get(rec, "parse");
+		json_t *whole = json_pack("[O, O, O]", json_object_get(wp, "reasoning"), json_object_get(wp, "content"),
+					  json_object_get(wp, "calls"));
+		ck_assert_msg(json_equal(a1, whole) && json_equal(a2, whole) && json_equal(a3, whole),
+			      "record %zu: the consistent stream differs from the whole parse", records);
+		ck_assert(json_equal(c1, json_object_get(rec, "stream_calls")) && json_equal(c1, c3));
+		json_decref(whole);
+		json_decref(a1);
+		json_decref(a2);
+		json_decref(a3);
+		json_decref(c1);
+		json_decref(c2);
+		json_decref(c3);
+		free(cuts);
+		tf_dsml_tools_free(tools);
+		json_decref(rec);
+		records++;
+	}
+	free(text);
+	ck_assert_uint_ge(records, 200);
 }
 END_TEST
 
@@ -687,6 +746,7 @@ Suite *suite_dsml(void)
 	tcase_add_test(tc, rule_stream_holds_back);
 	tcase_add_test(tc, rule_shapes);
 	tcase_add_test(tc, random_splits);
+	tcase_add_test(tc, consistent_goldens);
 	suite_add_tcase(s, tc);
 	return s;
 }
