@@ -74,6 +74,9 @@ static tf_status reader_new(void *ctx, bool thinking, const json_t *tools, struc
 		free(r);
 		return tf_err(TF_ERR_NOMEM, "reader: out of memory");
 	}
+	/* A streamed reply must read the same as the whole one, however the
+	 * tokens cut the text. */
+	tf_dsml_stream_consistent(r->s, true);
 	*out = (struct tf_reader *)r;
 	return TF_OK;
 }
