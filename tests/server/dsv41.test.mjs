@@ -118,3 +118,29 @@ test('refusals of the chat encoding keep the wire messages', async () => {
   assert.equal(k.status, 400);
   assert.equal(k.json.error.message, 'chat_template_kwargs must be a JSON object or null');
 });
+
+test('streamed replies read the same as whole ones', async () => {
+  for (const [content, extra] of [['@tool', { tools }], ['@think', {}], ['@stop', { stop: ['END'] }], ['@plain', { reasoning_effort: 'none' }]]) {
+    const body = { model: 'x', messages: [{ role: 'user', content }], ...extra };
+    const whole = (await oa.chat.completions.create(body)).choices[0];
+    const s = await oa.chat.completions.create({ ...body, stream: true });
+    let c = '', r = '', fin;
+    const calls = [];
+    for await (const ch of s) {
+      const x = ch.choices[0];
+      if (!x) continue;
+      c += x.delta.content ?? '';
+      r += x.delta.reasoning_content ?? '';
+      fin = x.finish_reason ?? fin;
+      for (const t of x.delta.tool_calls ?? []) {
+        calls[t.index] ??= { name: t.function?.name, args: '' };
+        calls[t.index].args += t.function?.arguments ?? '';
+      }
+    }
+    assert.equal(c, whole.message.content ?? '', content);
+    assert.equal(r, whole.message.reasoning_content ?? '', content);
+    assert.equal(fin, whole.finish_reason, content);
+    assert.deepEqual(calls.map((x) => [x.name, JSON.parse(x.args)]),
+      (whole.message.tool_calls ?? []).map((x) => [x.function.name, JSON.parse(x.function.arguments)]), content);
+  }
+});
