@@ -686,6 +686,94 @@ tf_status tf_gen_count(const struct tf_gen_env *env, const json_t *chat, int32_t
 	return rc;
 }
 
+/* The fixed start of every chunk of an OpenAI stream:
+ * {"id":..,"object":..,"created":..,"model":..,"choices":[{"index":0,"delta": (or "text":) */
+static void chunk_head(struct tf_gen *g)
+{
+	bool chat = g->req.api == TF_API_CHAT;
+	tf_buf_puts(&g->head, "{\"id\":");
+	tf_json_quote(&g->head, g->id, strlen(g->id));
+	tf_buf_printf(&g->head, ",\"object\":\"%s\",\"created\":%lld,\"model\":",
+		      chat ? "chat.completion.chunk" : "text_completion", g->created);
+	tf_buf_reset(&g->fixed);
+	tf_utf8_fix(g->env->model, strlen(g->env->model), &g->fixed);
+	tf_json_quote(&g->head, g->fixed.data, g->fixed.len);
+	tf_buf_puts(&g->head, chat ? ",\"choices\":[{\"index\":0,\"delta\":"
+		    : ",\"choices\":[{\"index\":0,\"text\":");
+}
+
+/* The prompt's ids: a completion's ids or text, or a chat rendered through
+ * the family (reasoning dropped from history restored first). */
+static tf_status prompt_ids(struct tf_gen *g, int32_t **ids, size_t *n)
+{
+	const struct tf_family *f = g->env->family;
+	if (g->req.api == TF_API_COMPLETIONS && g->req.ids) {
+		*ids = g->req.ids;
+		*n = g->req.nids;
+		g->req.ids = NULL;
+		return TF_OK;
+	}
+	if (g->req.api == TF_API_COMPLETIONS)
+		return f->encode(f->ctx, g->req.prompt, strlen(g->req.prompt), ids, n);
+	if (g->env->memo)
+		tf_memo_restore(g->env->memo, g->req.chat);
+	struct tf_buf text = TF_BUF_INIT;
+	tf_status rc = f->render(f->ctx, g->req.chat, &text, &g->thinking);
+	if (!rc)
+		rc = f->encode(f->ctx, text.data ? text.data : "", text.len, ids, n);
+	tf_buf_release(&text);
+	return rc;
+}
+
+/* The completion limit for an n-token prompt; a refusal goes to err. */
+static tf_status completion_limit(struct tf_gen *g, size_t n, struct tf_reply *err)
+{
+	const struct tf_gen_env *env = g->env;
+	const char *where = g->req.api == TF_API_COMPLETIONS ? "prompt" : "messages";
+	uint64_t want = (uint64_t)g->req.max_tokens;
+	if (n == 0) {
+		tf_reply_error(err, g->anthropic, 400, "invalid_request_error", NULL, where,
+			       "the prompt is empty");
+		return TF_ERR_FORMAT;
+	}
+	if (g->req.max_tokens < 0) {
+		want = n < env->context ? env->context - n : 1;
+		if (want > env->max_tokens)
+			want = env->max_tokens;
+	}
+	if (n + want > env->context) {
+		tf_reply_error(err, g->anthropic, 400, "invalid_request_error", "context_length_exceeded",
+			       where,
+			       "This model's maximum context length is %u tokens. However, you requested "
+			       "%llu tokens (%zu in the %s, %llu in the completion). Please reduce the "
+			       "length of the %s or completion. (This tf-serve was started with "
+			       "--context %u.)",
+			       env->context, (unsigned long long)(n + want), n, where,
+			       (unsigned long long)want, where, env->context);
+		return TF_ERR_RANGE;
+	}
+	g->nprompt = (uint32_t)n;
+	g->max_tokens = (uint32_t)want;
+	return TF_OK;
+}
+
+/* What the engine gets: the request's sampling over the server's defaults. */
+static struct tf_engine_params engine_params(const struct tf_gen *g, const int32_t *ids, size_t n)
+{
+	const struct tf_gen_env *env = g->env;
+	const struct tf_req *q = &g->req;
+	return (struct tf_engine_params){
+		.max_tokens = g->max_tokens,
+		.stop_eos = !q->ignore_eos,
+		.background = q->background,
+		.temperature = (float)(q->has_temperature ? q->temperature : env->temperature),
+		.top_p = (float)(q->has_top_p ? q->top_p : env->top_p),
+		.min_p = (float)(q->has_min_p ? q->min_p : env->min_p),
+		.top_k = q->has_top_k ? (int32_t)q->top_k : env->top_k,
+		.seed = q->has_seed ? q->seed : default_seed(ids, n, env->seed_salt),
+	};
+}
+
 tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct tf_gen **out,
 		       struct tf_reply *err)
 {
@@ -695,7 +783,6 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	struct tf_gen *g = tf_calloc(1, sizeof(*g));
 	int32_t *ids = NULL;
 	size_t n = 0;
-	struct tf_buf text = TF_BUF_INIT;
 	tf_status rc;
 	if (!g) {
 		tf_req_release(req);
@@ -712,98 +799,33 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	g->created = (long long)time(NULL);
 	strcpy(g->id, anthropic ? "msg_" : g->req.api == TF_API_CHAT ? "chatcmpl-" : "cmpl-");
 	random_hex(g->id + strlen(g->id), 12);
-	if (!anthropic) { /* {"id":..,"object":..,"created":..,"model":..,"choices":[{"index":0,"delta": */
-		bool chat = g->req.api == TF_API_CHAT;
-		tf_buf_puts(&g->head, "{\"id\":");
-		tf_json_quote(&g->head, g->id, strlen(g->id));
-		tf_buf_printf(&g->head, ",\"object\":\"%s\",\"created\":%lld,\"model\":",
-			      chat ? "chat.completion.chunk" : "text_completion", g->created);
-		tf_buf_reset(&g->fixed);
-		tf_utf8_fix(env->model, strlen(env->model), &g->fixed);
-		tf_json_quote(&g->head, g->fixed.data, g->fixed.len);
-		tf_buf_puts(&g->head, chat ? ",\"choices\":[{\"index\":0,\"delta\":"
-			    : ",\"choices\":[{\"index\":0,\"text\":");
-	}
-	const char *param = g->req.api == TF_API_COMPLETIONS ? "prompt" : "messages";
-	if (g->req.api == TF_API_COMPLETIONS) {
-		if (g->req.ids) {
-			ids = g->req.ids;
-			n = g->req.nids;
-			g->req.ids = NULL;
-			rc = TF_OK;
-		} else {
-			rc = f->encode(f->ctx, g->req.prompt, strlen(g->req.prompt), &ids, &n);
-		}
-	} else {
-		if (env->memo)
-			tf_memo_restore(env->memo, g->req.chat);
-		rc = f->render(f->ctx, g->req.chat, &text, &g->thinking);
-		if (!rc)
-			rc = f->encode(f->ctx, text.data ? text.data : "", text.len, &ids, &n);
-	}
-	if (rc) {
-		tf_reply_error(err, anthropic, rc == TF_ERR_FORMAT ? 400 : 500,
-			       rc == TF_ERR_FORMAT ? "invalid_request_error" : "server_error", NULL, NULL,
-			       "%s", tf_errmsg(rc));
+	if (!anthropic)
+		chunk_head(g);
+	if ((rc = prompt_ids(g, &ids, &n))) {
+		bool bad = rc == TF_ERR_FORMAT;
+		tf_reply_error(err, anthropic, bad ? 400 : 500, bad ? "invalid_request_error" : "server_error",
+			       NULL, NULL, "%s", tf_errmsg(rc));
 		goto fail;
 	}
-	if (n == 0) {
-		rc = TF_ERR_FORMAT;
-		tf_reply_error(err, anthropic, 400, "invalid_request_error", NULL, param,
-			       "the prompt is empty");
+	if ((rc = completion_limit(g, n, err)))
+		goto fail;
+	struct tf_engine_params p = engine_params(g, ids, n);
+	if (g->req.api != TF_API_COMPLETIONS &&
+	    (rc = f->reader_new(f->ctx, g->thinking, g->req.tools, &g->reader))) {
+		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
 		goto fail;
 	}
-	uint64_t want = g->req.max_tokens;
-	if (g->req.max_tokens < 0)
-		want = n < env->context ? env->context - n : 1;
-	if (g->req.max_tokens < 0 && want > env->max_tokens)
-		want = env->max_tokens;
-	if (n + want > env->context) {
-		rc = TF_ERR_RANGE;
-		const char *where = g->req.api == TF_API_COMPLETIONS ? "prompt" : "messages";
-		tf_reply_error(err, anthropic, 400, "invalid_request_error", "context_length_exceeded",
-			       param,
-			       "This model's maximum context length is %u tokens. However, you requested "
-			       "%llu tokens (%zu in the %s, %llu in the completion). Please reduce the "
-			       "length of the %s or completion. (This tf-serve was started with "
-			       "--context %u.)",
-			       env->context, (unsigned long long)(n + want), n, where,
-			       (unsigned long long)want, where, env->context);
-		goto fail;
-	}
-	g->nprompt = (uint32_t)n;
-	g->max_tokens = (uint32_t)want;
-	struct tf_engine_params p = {
-		.max_tokens = g->max_tokens,
-		.stop_eos = !g->req.ignore_eos,
-		.background = g->req.background,
-		.temperature = (float)(g->req.has_temperature ? g->req.temperature : env->temperature),
-		.top_p = (float)(g->req.has_top_p ? g->req.top_p : env->top_p),
-		.min_p = (float)(g->req.has_min_p ? g->req.min_p : env->min_p),
-		.top_k = g->req.has_top_k ? (int32_t)g->req.top_k : env->top_k,
-		.seed = g->req.has_seed ? g->req.seed : default_seed(ids, n, env->seed_salt),
-	};
-	if (g->req.api != TF_API_COMPLETIONS) {
-		rc = f->reader_new(f->ctx, g->thinking, g->req.tools, &g->reader);
-		if (rc) {
-			tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
-			goto fail;
-		}
-	}
-	rc = tf_engine_submit(env->engine, ids, n, &p, &g->job);
-	if (rc) {
+	if ((rc = tf_engine_submit(env->engine, ids, n, &p, &g->job))) {
 		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
 		goto fail;
 	}
 	free(ids);
-	tf_buf_release(&text);
 	*out = g;
 	return TF_OK;
 fail:
 	free(ids);
-	tf_buf_release(&text);
 	tf_gen_free(g);
-	return rc ? rc : TF_ERR_INTERNAL;
+	return rc;
 }
 
 bool tf_gen_streaming(const struct tf_gen *g)
