@@ -241,6 +241,87 @@ static tf_status blocks_text(const json_t *c, const char *what, json_t **out)
 	return TF_OK;
 }
 
+/* One Anthropic message's content blocks into OpenAI-shaped messages
+ * appended to out: text and image parts, thinking as reasoning_content and
+ * tool_use as tool_calls on the message itself, each tool_result as a tool
+ * message of its own (before the message, as the results answer the
+ * previous turn). */
+static tf_status blocks_to_messages(struct tf_req *r, const char *role, const json_t *c,
+				    const char *what, json_t *out)
+{
+	tf_status rc = TF_OK;
+	json_t *msg = json_pack("{s:s}", "role", role), *parts = json_array(), *calls = json_array();
+	json_t *reasoning = NULL;
+	size_t k;
+	const json_t *b;
+	json_array_foreach(c, k, b) {
+		const char *type = json_string_value(json_object_get(b, "type"));
+		if (!type) {
+			rc = BAD(r, "messages", "%s[%zu] must have a type", what, k);
+			break;
+		}
+		if (!strcmp(type, "text") || !strcmp(type, "image")) {
+			json_t *one = json_array(), *conv;
+			json_array_append(one, (json_t *)b);
+			rc = blocks_text(one, what, &conv);
+			json_decref(one);
+			if (rc)
+				break;
+			json_array_extend(parts, conv);
+			json_decref(conv);
+		} else if (!strcmp(type, "thinking") && !strcmp(role, "assistant")) {
+			const json_t *t = json_object_get(b, "thinking");
+			if (json_is_string(t) && !reasoning)
+				reasoning = json_incref((json_t *)t);
+		} else if (!strcmp(type, "redacted_thinking")) {
+			continue;
+		} else if (!strcmp(type, "tool_use") && !strcmp(role, "assistant")) {
+			const json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name");
+			const json_t *input = json_object_get(b, "input");
+			if (!json_is_string(id) || !json_is_string(name)) {
+				rc = BAD(r, "messages", "%s[%zu]: tool_use needs an id and a name", what, k);
+				break;
+			}
+			char *args = input ? json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+			json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:s}}", "id", id, "type",
+							       "function", "function", "name", name,
+							       "arguments", args ? args : "{}"));
+			free(args);
+		} else if (!strcmp(type, "tool_result") && !strcmp(role, "user")) {
+			const json_t *id = json_object_get(b, "tool_use_id");
+			const json_t *tc = json_object_get(b, "content");
+			json_t *text;
+			if (!json_is_string(id)) {
+				rc = BAD(r, "messages", "%s[%zu]: tool_result needs a tool_use_id", what, k);
+				break;
+			}
+			if (!tc || json_is_null(tc))
+				text = json_string("");
+			else if ((rc = blocks_text(tc, what, &text)))
+				break;
+			json_array_append_new(out, json_pack("{s:s,s:O,s:o}", "role", "tool", "tool_call_id",
+							     id, "content", text));
+		} else {
+			rc = BAD(r, "messages", "%s[%zu]: content type '%s' is not served here", what, k, type);
+			break;
+		}
+	}
+	if (!rc && (json_array_size(parts) || !json_array_size(calls)))
+		json_object_set(msg, "content", parts);
+	if (!rc && json_array_size(calls))
+		json_object_set(msg, "tool_calls", calls);
+	if (reasoning)
+		json_object_set_new(msg, "reasoning_content", reasoning);
+	json_decref(parts);
+	json_decref(calls);
+	if (!rc && (json_array_size(json_object_get(msg, "content")) ||
+		    json_object_get(msg, "tool_calls") || json_object_get(msg, "reasoning_content")))
+		json_array_append(out, msg);
+	json_decref(msg);
+	return rc;
+}
+
+/* An Anthropic request's system and messages as an OpenAI-shaped chat. */
 static tf_status messages_to_chat(struct tf_req *r)
 {
 	tf_status rc = TF_OK;
@@ -266,90 +347,12 @@ static tf_status messages_to_chat(struct tf_req *r)
 		snprintf(what, sizeof(what), "messages[%zu].content", i);
 		if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant")))
 			return BAD(r, "messages", "messages[%zu].role must be \"user\" or \"assistant\"", i);
-		if (json_is_string(c)) {
+		if (json_is_string(c))
 			json_array_append_new(out, json_pack("{s:s,s:O}", "role", role, "content", c));
-			continue;
-		}
-		if (!json_is_array(c))
+		else if (!json_is_array(c))
 			return BAD(r, "messages", "%s must be a string or a list of content blocks", what);
-		json_t *msg = json_pack("{s:s}", "role", role), *parts = json_array(), *calls = json_array();
-		json_t *reasoning = NULL;
-		size_t k;
-		const json_t *b;
-		json_array_foreach(c, k, b) {
-			const char *type = json_string_value(json_object_get(b, "type"));
-			if (!type) {
-				rc = BAD(r, "messages", "%s[%zu] must have a type", what, k);
-				break;
-			}
-			if (!strcmp(type, "text") || !strcmp(type, "image")) {
-				json_t *one = json_array(), *conv;
-				json_array_append(one, (json_t *)b);
-				rc = blocks_text(one, what, &conv);
-				json_decref(one);
-				if (rc) {
-					r->param = "messages";
-					break;
-				}
-				json_array_extend(parts, conv);
-				json_decref(conv);
-			} else if (!strcmp(type, "thinking") && !strcmp(role, "assistant")) {
-				const json_t *t = json_object_get(b, "thinking");
-				if (json_is_string(t) && !reasoning)
-					reasoning = json_incref((json_t *)t);
-			} else if (!strcmp(type, "redacted_thinking")) {
-				continue;
-			} else if (!strcmp(type, "tool_use") && !strcmp(role, "assistant")) {
-				const json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name");
-				const json_t *input = json_object_get(b, "input");
-				if (!json_is_string(id) || !json_is_string(name)) {
-					rc = BAD(r, "messages", "%s[%zu]: tool_use needs an id and a name", what, k);
-					break;
-				}
-				char *args = input ? json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-				json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:s}}", "id", id, "type",
-								       "function", "function", "name", name,
-								       "arguments", args ? args : "{}"));
-				free(args);
-			} else if (!strcmp(type, "tool_result") && !strcmp(role, "user")) {
-				const json_t *id = json_object_get(b, "tool_use_id");
-				const json_t *tc = json_object_get(b, "content");
-				json_t *text;
-				if (!json_is_string(id)) {
-					rc = BAD(r, "messages", "%s[%zu]: tool_result needs a tool_use_id", what, k);
-					break;
-				}
-				if (!tc || json_is_null(tc))
-					text = json_string("");
-				else if ((rc = blocks_text(tc, what, &text))) {
-					r->param = "messages";
-					break;
-				}
-				json_array_append_new(out, json_pack("{s:s,s:O,s:o}", "role", "tool",
-								     "tool_call_id", id, "content", text));
-			} else {
-				rc = BAD(r, "messages", "%s[%zu]: content type '%s' is not served here", what, k,
-					 type);
-				break;
-			}
-		}
-		if (!rc && (json_array_size(parts) || !json_array_size(calls)))
-			json_object_set(msg, "content", parts);
-		if (!rc && json_array_size(calls))
-			json_object_set(msg, "tool_calls", calls);
-		if (reasoning)
-			json_object_set_new(msg, "reasoning_content", reasoning);
-		json_decref(parts);
-		json_decref(calls);
-		if (rc) {
-			json_decref(msg);
+		else if ((rc = blocks_to_messages(r, role, c, what, out)))
 			return rc;
-		}
-		if (json_array_size(json_object_get(msg, "content")) || json_object_get(msg, "tool_calls") ||
-		    json_object_get(msg, "reasoning_content"))
-			json_array_append_new(out, msg);
-		else
-			json_decref(msg);
 	}
 	return TF_OK;
 }
