@@ -1,159 +1,106 @@
-/* tf-bench: measure tf. One program, one subcommand per mode; each mode is
- * a row of the table at the bottom with its own run function.
- *
- * serve: a load generator against a running server, like `vllm bench
- * serve` (libcore/serve/loadgen.h): N streaming requests at a concurrency
- * and/or a Poisson request rate; TTFT, TPOT, ITL and E2EL (mean, p50, p90,
- * p99), throughput, failures, and with --verify the replies that differ
- * from the first (lost or duplicated tokens). */
+/* tf-bench: measure tf: its kernels (on the GPU, or the CPU reference), a
+ * running server (serve: a load generator like `vllm bench serve`), and, as
+ * they land, decode steps. One option table for the program; each mode is
+ * a row of the table below, its code in bin/bench/. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc.h"
-#include "base/buf.h"
 #include "base/cli.h"
-#include "base/file.h"
-#include "base/rng.h"
-#include "serve/loadgen.h"
+#include "bench/bench.h"
 
-static const char *opt_host, *opt_path, *opt_model, *opt_key, *opt_prompt, *opt_prompt_file;
-static int64_t opt_port, opt_requests, opt_concurrency, opt_max_tokens, opt_random_words, opt_seed;
-static double opt_rate, opt_temperature, opt_hold, opt_timeout;
-static bool opt_ignore_eos, opt_verify, opt_json;
+struct bench_opts bench;
 
 static const struct tf_opt opts[] = {
-	{"host", 'H', TF_OPT_STR, &opt_host, "ADDR", "TF_HOST", "127.0.0.1", "serve: server address (numeric IPv4)", 0, 0, NULL},
-	{"port", 'p', TF_OPT_INT, &opt_port, "PORT", "TF_PORT", "8080", "serve: server port", 1, 65535, NULL},
-	{"path", 0, TF_OPT_STR, &opt_path, "ROUTE", NULL, "/v1/chat/completions", "serve: route (/v1/chat/completions or /v1/completions)", 0, 0, NULL},
-	{"model", 'm', TF_OPT_STR, &opt_model, "NAME", NULL, "tf", "serve: model name sent", 0, 0, NULL},
-	{"api-key", 'k', TF_OPT_STR, &opt_key, "KEY", "TF_API_KEY", NULL, "serve: API key sent as Bearer", 0, 0, NULL},
-	{"prompt", 0, TF_OPT_STR, &opt_prompt, "TEXT", NULL, "Tell me a story @long", "serve: the prompt of every request", 0, 0, NULL},
-	{"prompt-file", 0, TF_OPT_STR, &opt_prompt_file, "FILE", NULL, NULL, "serve: prompts, one a line, cycled", 0, 0, NULL},
-	{"random-words", 0, TF_OPT_INT, &opt_random_words, "N", NULL, "0", "serve: random prompts of N words each (seeded)", 0, 1 << 20, NULL},
-	{"requests", 'n', TF_OPT_INT, &opt_requests, "N", NULL, "100", "serve: requests to send", 1, 1 << 24, NULL},
-	{"concurrency", 0, TF_OPT_INT, &opt_concurrency, "N", NULL, "8", "serve: requests in flight at most (0: no limit)", 0, 1 << 20, NULL},
-	{"rate", 'r', TF_OPT_DOUBLE, &opt_rate, "R", NULL, "0", "serve: requests per second, Poisson (0: as fast as the concurrency allows)", 0, 1e6, NULL},
-	{"max-tokens", 0, TF_OPT_INT, &opt_max_tokens, "N", NULL, "64", "serve: max_tokens of each request", 1, 1 << 24, NULL},
-	{"ignore-eos", 0, TF_OPT_FLAG, &opt_ignore_eos, NULL, NULL, NULL, "serve: ask for exactly max_tokens", 0, 0, NULL},
-	{"temperature", 0, TF_OPT_DOUBLE, &opt_temperature, "T", NULL, "0", "serve: temperature sent (negative: none)", -1, 100, NULL},
-	{"hold", 0, TF_OPT_DOUBLE, &opt_hold, "S", NULL, "0", "serve: close each stream after S seconds (idle-stream tests)", 0, 86400, NULL},
-	{"timeout", 0, TF_OPT_DOUBLE, &opt_timeout, "S", NULL, "600", "serve: a request past S seconds fails (0: none)", 0, 86400, NULL},
-	{"verify", 0, TF_OPT_FLAG, &opt_verify, NULL, NULL, NULL, "serve: every reply must equal the first (deterministic replies)", 0, 0, NULL},
-	{"seed", 's', TF_OPT_INT, &opt_seed, "N", NULL, "1", "serve: seed of arrivals and random prompts", 0, INT64_MAX, NULL},
-	TF_OPT_JSON(&opt_json),
+	{"backend", 0, TF_OPT_CHOICE, &bench.backend, "NAME", NULL, "cuda",
+	 "kernels: time the GPU kernels (cuda) or the CPU reference (cpu)", 0, 0, "cuda|cpu"},
+	{"shapes", 's', TF_OPT_STR, &bench.shapes, "LIST", NULL, "dsv41",
+	 "kernels: weight shapes KxN, comma-separated, or dsv41 (the release's expert, attention "
+	 "and head shapes)", 0, 0, NULL},
+	{"bits", 'b', TF_OPT_STR, &bench.bits, "LIST", NULL, "2,3,4,6", "kernels: bits per weight (1..8)",
+	 0, 0, NULL},
+	{"rows", 'r', TF_OPT_STR, &bench.rows, "LIST", NULL, "1,4,16", "kernels: rows of x", 0, 0, NULL},
+	{"codebook", 'c', TF_OPT_STR, &bench.codebook, "LIST", NULL, "mul1",
+	 "kernels: codebooks: 3inst, mcg, mul1 or all", 0, 0, NULL},
+	{"iters", 'n', TF_OPT_INT, &bench.iters, "N", NULL, "25", "cuda: timed graph replays per case", 3,
+	 100000, NULL},
+	{"blocks-per-sm", 0, TF_OPT_INT, &bench.blocks_per_sm, "N", "TF_CUDA_EXL3_BLOCKS_PER_SM", "4",
+	 "cuda: EXL3 GEMV blocks aimed at per multiprocessor", 1, 64, NULL},
+	{"no-cublas", 0, TF_OPT_FLAG, &bench.no_cublas, NULL, NULL, NULL,
+	 "cuda: leave out the bf16 cuBLAS comparison", 0, 0, NULL},
+	{"threads", 'j', TF_OPT_INT, &bench.threads, "N", "TF_THREADS", "1",
+	 "cpu: worker threads (0: one per CPU)", 0, 4096, NULL},
+	{"seconds", 't', TF_OPT_DOUBLE, &bench.seconds, "S", NULL, "0.5",
+	 "cpu: time spent on each measurement", 0.01, 600, NULL},
+	TF_OPT_DEVICE(&bench.device),
+	{"host", 'H', TF_OPT_STR, &bench.host, "ADDR", "TF_HOST", "127.0.0.1",
+	 "serve: server address (numeric IPv4)", 0, 0, NULL},
+	{"port", 'p', TF_OPT_INT, &bench.port, "PORT", "TF_PORT", "8080", "serve: server port", 1, 65535,
+	 NULL},
+	{"path", 0, TF_OPT_STR, &bench.path, "ROUTE", NULL, "/v1/chat/completions",
+	 "serve: route (/v1/chat/completions or /v1/completions)", 0, 0, NULL},
+	{"model", 'm', TF_OPT_STR, &bench.model, "NAME", NULL, "tf", "serve: model name sent", 0, 0, NULL},
+	{"api-key", 'k', TF_OPT_STR, &bench.api_key, "KEY", "TF_API_KEY", NULL,
+	 "serve: API key sent as Bearer", 0, 0, NULL},
+	{"prompt", 0, TF_OPT_STR, &bench.prompt, "TEXT", NULL, "Tell me a story @long",
+	 "serve: the prompt of every request", 0, 0, NULL},
+	{"prompt-file", 0, TF_OPT_STR, &bench.prompt_file, "FILE", NULL, NULL,
+	 "serve: prompts, one a line, cycled", 0, 0, NULL},
+	{"random-words", 0, TF_OPT_INT, &bench.random_words, "N", NULL, "0",
+	 "serve: random prompts of N words each (seeded)", 0, 1 << 20, NULL},
+	{"requests", 0, TF_OPT_INT, &bench.requests, "N", NULL, "100", "serve: requests to send", 1,
+	 1 << 24, NULL},
+	{"concurrency", 0, TF_OPT_INT, &bench.concurrency, "N", NULL, "8",
+	 "serve: requests in flight at most (0: no limit)", 0, 1 << 20, NULL},
+	{"rate", 0, TF_OPT_DOUBLE, &bench.rate, "R", NULL, "0",
+	 "serve: requests per second, Poisson (0: as fast as the concurrency allows)", 0, 1e6, NULL},
+	{"max-tokens", 0, TF_OPT_INT, &bench.max_tokens, "N", NULL, "64", "serve: max_tokens of each request",
+	 1, 1 << 24, NULL},
+	{"ignore-eos", 0, TF_OPT_FLAG, &bench.ignore_eos, NULL, NULL, NULL,
+	 "serve: ask for exactly max_tokens", 0, 0, NULL},
+	{"temperature", 0, TF_OPT_DOUBLE, &bench.temperature, "T", NULL, "0",
+	 "serve: temperature sent (negative: none)", -1, 100, NULL},
+	{"hold", 0, TF_OPT_DOUBLE, &bench.hold, "S", NULL, "0",
+	 "serve: close each stream after S seconds (idle-stream tests)", 0, 86400, NULL},
+	{"timeout", 0, TF_OPT_DOUBLE, &bench.timeout, "S", NULL, "600",
+	 "serve: a request past S seconds fails (0: none)", 0, 86400, NULL},
+	{"verify", 0, TF_OPT_FLAG, &bench.verify, NULL, NULL, NULL,
+	 "serve: every reply must equal the first (deterministic replies)", 0, 0, NULL},
+	{"seed", 0, TF_OPT_INT, &bench.seed, "N", NULL, "1", "serve: seed of arrivals and random prompts",
+	 0, INT64_MAX, NULL},
+	TF_OPT_JSON(&bench.json),
 };
 
 static const struct tf_cli cli = {
-	.name = "tf-bench",
-	.usage = "serve [OPTION]...",
-	.summary = "Measure tf: serve drives a running server like vllm bench serve.",
-	.commands = "serve",
-	.opts = opts,
-	.nopts = TF_NOPTS(opts),
+	"tf-bench", "kernels [--backend cuda|cpu] [OPTION]...\n"
+	"       tf-bench serve [--port PORT] [--requests N] [--concurrency N] [OPTION]...",
+	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU), "
+	"or load a running server like vllm bench serve.",
+	"kernels|serve", opts, TF_NOPTS(opts),
 };
 
-static char **read_prompts(const char *file, size_t *n)
+static int mode_kernels(void)
 {
-	char *data;
-	size_t len;
-	tf_status st = tf_file_read_all(file, 1u << 30, &data, &len);
-	if (st)
-		tf_die_status(st, "cannot read prompts from '%s'", file);
-	char **v = NULL;
-	*n = 0;
-	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
-		if (tf_realloc_array(&v, *n + 1, sizeof(*v)) || !(v[*n] = tf_strdup(line)))
-			tf_die(71, "out of memory");
-		(*n)++;
-	}
-	free(data);
-	if (*n == 0)
-		tf_die(65, "'%s' holds no prompts", file);
-	return v;
+	return strcmp(bench.backend, "cpu") ? bench_kernels_cuda() : bench_kernels_cpu();
 }
 
-static char **random_prompts(size_t count, size_t words, uint64_t seed)
-{
-	static const char *const dict[] = {"the", "model", "serves", "tokens", "over", "many",
-					   "lanes", "while", "a", "round", "plans", "pieces"};
-	struct tf_rng rng;
-	tf_rng_seed(&rng, seed);
-	char **v = tf_calloc(count, sizeof(*v));
-	for (size_t i = 0; v && i < count; i++) {
-		struct tf_buf b = TF_BUF_INIT;
-		for (size_t w = 0; w < words; w++)
-			tf_buf_printf(&b, w ? " %s" : "%s", dict[tf_rng_below(&rng, 12)]);
-		v[i] = tf_buf_detach(&b, NULL);
-	}
-	if (!v)
-		tf_die(71, "out of memory");
-	return v;
-}
-
-static int cmd_serve(int argc, char **argv)
-{
-	if (argc > 0)
-		tf_usage_error("serve takes no operands ('%s')", argv[0]);
-	struct tf_loadgen_config c = {
-		.host = opt_host,
-		.port = (uint16_t)opt_port,
-		.path = opt_path,
-		.model = opt_model,
-		.api_key = opt_key,
-		.prompt = opt_prompt,
-		.requests = (uint32_t)opt_requests,
-		.concurrency = (uint32_t)opt_concurrency,
-		.rate = opt_rate,
-		.max_tokens = (uint32_t)opt_max_tokens,
-		.ignore_eos = opt_ignore_eos,
-		.temperature = opt_temperature,
-		.hold_s = opt_hold,
-		.timeout_s = opt_timeout,
-		.verify = opt_verify,
-		.seed = (uint64_t)opt_seed,
-	};
-	char **prompts = NULL;
-	size_t np = 0;
-	if (opt_prompt_file)
-		prompts = read_prompts(opt_prompt_file, &np);
-	else if (opt_random_words)
-		prompts = random_prompts(np = (size_t)opt_requests, (size_t)opt_random_words, c.seed);
-	c.prompts = (const char **)prompts;
-	c.nprompts = np;
-	struct tf_loadgen_result r;
-	tf_status st = tf_loadgen_run(&c, &r);
-	if (st)
-		tf_die_status(st, "cannot load the server");
-	struct tf_buf out = TF_BUF_INIT;
-	tf_loadgen_report(&c, &r, opt_json, &out);
-	fwrite(out.data, 1, out.len, stdout);
-	tf_buf_release(&out);
-	for (size_t i = 0; i < np; i++)
-		free(prompts[i]);
-	free(prompts);
-	if (r.failed)
-		tf_warn("%u of %u requests failed; the first: %s", r.failed, c.requests, r.first_error);
-	if (r.mismatched)
-		tf_warn("%u replies differ from the first", r.mismatched);
-	return r.failed || r.mismatched ? 1 : 0;
-}
-
-/* The modes. Add a row (and a function) per new mode. */
+/* The modes. Add a row (and a file in bin/bench/) per new mode. */
 static const struct {
 	const char *name;
-	int (*run)(int argc, char **argv);
+	int (*run)(void);
 } modes[] = {
-	{"serve", cmd_serve},
+	{"kernels", mode_kernels},
+	{"serve", bench_serve},
 };
 
 int main(int argc, char **argv)
 {
-	int first = tf_cli_parse(&cli, argc, argv);
-	if (first >= argc)
-		tf_usage_error("missing the mode (serve)");
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-		if (!strcmp(argv[first], modes[i].name))
-			return modes[i].run(argc - first - 1, argv + first + 1);
-	tf_usage_error("unknown mode '%s' (serve)", argv[first]);
+	int i = tf_cli_parse(&cli, argc, argv);
+	if (i >= argc)
+		tf_usage_error("missing mode (kernels or serve)");
+	if (i + 1 < argc)
+		tf_usage_error("unexpected argument '%s'", argv[i + 1]);
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
+		if (!strcmp(argv[i], modes[m].name))
+			return modes[m].run();
+	tf_usage_error("unknown mode '%s' (kernels or serve)", argv[i]);
 }

@@ -73,11 +73,10 @@ static tf_status merge_ids(const struct tf_tok *tok, const json_t *m, size_t ran
 			      rank);
 	}
 	for (int k = 0; k < 2; k++) {
-		uintptr_t id;
-		if (!tf_hmap_get_str(&tok->vocab, part[k], len[k], &id))
+		ids[k] = tok_vocab_find(tok, part[k], len[k]);
+		if (ids[k] == TOK_NONE)
 			return tf_err(TF_ERR_FORMAT, "%s: merge %zu: '%.*s' is not in the vocab",
 				      what, rank, (int)len[k], part[k]);
-		ids[k] = (uint32_t)id;
 	}
 	return TF_OK;
 }
@@ -117,8 +116,8 @@ tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char 
 		}
 		memcpy(joined, tok->vkey[ids[0]], a);
 		memcpy(joined + a, tok->vkey[ids[1]], b);
-		uintptr_t merged;
-		if (!tf_hmap_get_str(&tok->vocab, joined, a + b, &merged)) {
+		uint32_t merged = tok_vocab_find(tok, joined, a + b);
+		if (merged == TOK_NONE) {
 			st = tf_err(TF_ERR_FORMAT, "%s: merge %zu: '%.*s' is not in the vocab", what,
 				    r, (int)(a + b), joined);
 			break;
@@ -130,7 +129,7 @@ tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char 
 		while (t->slots[i].key != EMPTY && t->slots[i].key != k)
 			i = (i + 1) & t->mask;
 		t->slots[i].key = k;
-		t->slots[i].val = (uint64_t)r << 32 | (uint32_t)merged;
+		t->slots[i].val = (uint64_t)r << 32 | merged;
 		tok->merge_list[r][0] = ids[0];
 		tok->merge_list[r][1] = ids[1];
 		tok->nmerges++;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tf-tokenize encode gives the ids of the reference (@lenml/tokenizers under
 # node, which reproduces Hugging Face tokenizers) for every document of the
-# generated corpus: with the DeepSeek-V3 tokenizer.json, with the V4.1-style
+# generated corpus (and decode the reference's text for random id runs):
+# with the DeepSeek-V3 tokenizer.json, with the V4.1-style
 # tokenizer derived from it (export --v41-markers, which also checks that the
 # exported file loads elsewhere), and with V3 under the GPT-2 split.
 . "$TF_TESTS/lib.sh"
@@ -50,3 +51,17 @@ for tok in v3 v41 gpt2; do
 done
 # The V4.1 markers were added where V3 has no token, and are matched.
 grep -qw 128815 v41.ids || fail "no <｜System｜> (128815) in the V4.1 ids"
+
+# Decode: 2,000 random id runs (byte tokens that split characters, ordinary
+# and added tokens) give the reference's text, U+FFFD included.
+node "$root/tests/tok/idruns.cjs" 2000 7 128000 815 >ids.json
+node "$root/tests/tok/ref.cjs" --decode "$cache" "$v3" ids.json >ref.jsonl
+run tf-tokenize decode --json --jsonl -t "$v3" ids.json
+expect_rc 0
+node -e "
+	const fs = require('fs');
+	const texts = (f) => fs.readFileSync(f, 'utf8').split('\n').filter((x) => x).map((x) => JSON.parse(x).text);
+	const a = texts('ref.jsonl'), b = texts('out');
+	const same = a.filter((t, i) => t === b[i]).length;
+	console.log('NOTE: decode: ' + same + ' of ' + a.length + ' id runs give identical text');
+	if (same !== a.length || b.length !== a.length) process.exit(1);" || fail "decode differs"

@@ -27,17 +27,17 @@ cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 rounds() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^tf_engine_rounds_total/ {print $2}'; }
 
 echo "-- anchor: one stream at a time (64 tokens each)"
-"$bin/tf-bench" serve -p "$port" -n 8 --concurrency 1 --max-tokens 64 --ignore-eos --verify --prompt '@long'
+"$bin/tf-bench" serve -p "$port" --requests 8 --concurrency 1 --max-tokens 64 --ignore-eos --verify --prompt '@long'
 echo "-- $n concurrent streams (64 tokens each, $((2 * n)) requests)"
 c0=$(cpu) r0=$(rounds) t0=$(date +%s.%N)
-"$bin/tf-bench" serve -p "$port" -n $((2 * n)) --concurrency "$n" --max-tokens 64 --ignore-eos --verify \
+"$bin/tf-bench" serve -p "$port" --requests $((2 * n)) --concurrency "$n" --max-tokens 64 --ignore-eos --verify \
 	--prompt '@long'
 c1=$(cpu) r1=$(rounds) t1=$(date +%s.%N)
 awk -v r=$((r1 - r0)) -v c=$((c1 - c0)) -v t0="$t0" -v t1="$t1" -v ev=$((2 * n * 64)) -v hz="$(getconf CLK_TCK)" \
 	'BEGIN { printf "engine: %d rounds, %.2f ms a round; server CPU %.1f us per event\n", r, (t1 - t0) * 1000 / r, c / hz * 1e6 / ev }'
 echo "-- memory per idle stream: $n silent streams held open for 3 s"
 before=$(rss)
-"$bin/tf-bench" serve -p "$port" -n "$n" --concurrency "$n" --prompt '@hang' --hold 3 >/dev/null &
+"$bin/tf-bench" serve -p "$port" --requests "$n" --concurrency "$n" --prompt '@hang' --hold 3 >/dev/null &
 load=$!
 sleep 2
 during=$(rss)
