@@ -63,8 +63,10 @@ static double rel(const float *a, const float *b, size_t n)
 	return d / s;
 }
 
-enum { T = 12 };
-static const int32_t ids[T] = {1, 17, 300, 42, 42, 7, 99, 511, 3, 250, 128, 64};
+enum { T = 12, LONG = 40 };
+static const int32_t ids[LONG] = {1,   17,  300, 42,  42,  7,   99,  511, 3,   250, 128, 64, 5,  6,
+				  200, 201, 202, 9,   9,   9,   400, 33,  34,  35,  36,  480, 2,  77,
+				  78,  79,  80,  81,  1,   17,  300, 42,  0,   12,  13,  14};
 
 /* Logits of ids[0..n) on a new sequence, in chunks of `chunk` rows. */
 static void run_chunks(struct tf_model *m, int n, int chunk, float *logits)
@@ -74,8 +76,8 @@ static void run_chunks(struct tf_model *m, int n, int chunk, float *logits)
 	uint32_t V = tf_model_config(m)->vocab;
 	for (int p = 0; p < n; p += chunk) {
 		int R = p + chunk > n ? n - p : chunk;
-		int64_t pos[T];
-		int sq[T];
+		int64_t pos[LONG];
+		int sq[LONG];
 		for (int r = 0; r < R; r++) {
 			pos[r] = p + r;
 			sq[r] = seq;
@@ -162,6 +164,30 @@ START_TEST(tiny_pack_properties)
 }
 END_TEST
 
+/* Past 16 rows the EXL3 GEMM decodes each tile once and sums in another
+ * order than the GEMV path of decode: the bound allows float reordering
+ * carried through 8 blocks and bf16 roundings, far below a wrong position
+ * or token (those move logits by their own scale). */
+START_TEST(long_prefill_matches_decode)
+{
+	make_pack(5);
+	struct tf_model *m = open_model();
+	uint32_t V = tf_model_config(m)->vocab;
+	float *whole = malloc(sizeof(float) * LONG * V), *other = malloc(sizeof(float) * LONG * V);
+	run_chunks(m, LONG, LONG, whole);
+	run_chunks(m, LONG, 1, other);
+	double d1 = rel(other, whole, (size_t)LONG * V);
+	run_chunks(m, LONG, 17, other);
+	double d17 = rel(other, whole, (size_t)LONG * V);
+	fprintf(stderr, "%d rows: decode vs prefill %.3g, chunks of 17 %.3g\n", LONG, d1, d17);
+	ck_assert(d1 < 3e-2 && d17 < 3e-2);
+	free(whole);
+	free(other);
+	tf_model_free(m);
+	drop_pack();
+}
+END_TEST
+
 START_TEST(bad_packs_refused)
 {
 	struct tf_model *m = (struct tf_model *)1;
@@ -195,6 +221,7 @@ Suite *suite_cpu_model(void)
 	TCase *tc = tcase_create("tiny");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, tiny_pack_properties, 0, 2);
+	tcase_add_test(tc, long_prefill_matches_decode);
 	tcase_add_test(tc, bad_packs_refused);
 	suite_add_tcase(s, tc);
 	return s;
