@@ -1,0 +1,355 @@
+/* check_cuda.c: unit tests of libcore/cuda/driver and module without a GPU:
+ * a fake libcuda (tests/data/fake_libcuda.c, built here into a shared
+ * library) loaded through TF_CUDA_LIBRARY; the pinned enum values, checked
+ * against cuda.h where one is installed. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/status.h"
+#include "cuda/arena.h"
+#include "cuda/driver.h"
+#include "cuda/module.h"
+
+static char tmpdir[256];
+
+/* Build tests/data/fake_libcuda.c with extra flags into a library; returns
+ * its path (static storage, one per flags string). */
+static const char *fake_lib(const char *flags)
+{
+	static char path[512];
+	const char *data = getenv("TF_TEST_DATA");
+	if (!data)
+		data = "tests/data";
+	if (!*tmpdir) {
+		snprintf(tmpdir, sizeof(tmpdir), "/tmp/tf-fakecuda.XXXXXX");
+		ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	}
+	snprintf(path, sizeof(path), "%s/libcuda-%zu.so", tmpdir, strlen(flags));
+	char cmd[2048];
+	const char *cc = getenv("CC");
+	snprintf(cmd, sizeof(cmd), "%s -shared -fPIC -O0 -o '%s' '%s/fake_libcuda.c' %s",
+	         cc && *cc ? cc : "cc", path, data, flags);
+	ck_assert_msg(system(cmd) == 0, "cannot build the fake driver: %s", cmd);
+	return path;
+}
+
+static void cleanup(void)
+{
+	if (*tmpdir) {
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove %s\n", tmpdir);
+	}
+}
+
+START_TEST(load_missing_library)
+{
+	struct tf_cu_driver d;
+	tf_status st = tf_cu_load("/nonexistent/libcuda.so.1", &d);
+	ck_assert_int_eq(st, TF_ERR_UNAVAILABLE);
+	ck_assert_int_eq(tf_status_exit(st), 69);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "cannot load the CUDA driver '/nonexistent/libcuda.so.1'"));
+	ck_assert_ptr_null(d.dl);
+	/* The process-wide loader says the same through the variable. */
+	setenv("TF_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+	st = tf_cu_init();
+	ck_assert_int_eq(st, TF_ERR_UNAVAILABLE);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "/nonexistent/libcuda.so.1"));
+	ck_assert_int_eq(tf_cu_init(), TF_ERR_UNAVAILABLE); /* remembered */
+	ck_assert_ptr_null(tf_cu->MemAlloc);
+}
+END_TEST
+
+START_TEST(load_fake)
+{
+	const char *lib = fake_lib("");
+	struct tf_cu_driver d;
+	tf_status st = tf_cu_load(lib, &d);
+	ck_assert_msg(st == TF_OK, "%s", tf_errmsg(st));
+	ck_assert_int_eq(d.version, 13000);
+	ck_assert_ptr_nonnull(d.api.MemAlloc);
+	ck_assert_ptr_nonnull(d.api.EventElapsedTime);
+	ck_assert_ptr_null(d.api.FuncGetName); /* optional, absent from the fake */
+	tf_cu_unload(&d);
+	ck_assert_ptr_null(d.dl);
+	cleanup();
+}
+END_TEST
+
+START_TEST(load_missing_symbol)
+{
+	const char *lib = fake_lib("-DFAKE_OMIT_cuMemAlloc_v2");
+	struct tf_cu_driver d;
+	tf_status st = tf_cu_load(lib, &d);
+	ck_assert_int_eq(st, TF_ERR_UNAVAILABLE);
+	ck_assert_msg(strstr(tf_errmsg(st), "lacks cuMemAlloc_v2"), "%s", tf_errmsg(st));
+	ck_assert_ptr_null(d.dl);
+	cleanup();
+}
+END_TEST
+
+START_TEST(load_no_device)
+{
+	const char *lib = fake_lib("-DFAKE_NO_DEVICE");
+	setenv("TF_CUDA_LIBRARY", lib, 1);
+	struct tf_cu_device dev;
+	tf_status st = tf_cu_device_open(0, &dev);
+	ck_assert_int_eq(st, TF_ERR_UNAVAILABLE);
+	ck_assert_int_eq(tf_status_exit(st), 69);
+	ck_assert_msg(strstr(tf_errmsg(st), "no usable CUDA device: cuInit: CUDA_ERROR_NO_DEVICE (100)"),
+	              "%s", tf_errmsg(st));
+	cleanup();
+}
+END_TEST
+
+START_TEST(device_fake)
+{
+	setenv("TF_CUDA_LIBRARY", fake_lib(""), 1);
+	struct tf_cu_device dev;
+	tf_status st = tf_cu_device_open(0, &dev);
+	ck_assert_msg(st == TF_OK, "%s", tf_errmsg(st));
+	ck_assert_str_eq(dev.name, "Fake GPU");
+	ck_assert_int_eq(dev.cc_major, 9);
+	ck_assert_int_eq(dev.sms, 4);
+	ck_assert(dev.vmm);
+	/* The fake answers 0 for 110 and 4 for 126: reading the wrong one
+	 * would turn RDMA with VMM on. */
+	ck_assert(!dev.rdma_vmm);
+	int v = -1;
+	ck_assert_int_eq(tf_cu_device_attr(&dev, TF_CU_ATTR_MEM_SYNC_DOMAIN_COUNT, &v), TF_OK);
+	ck_assert_int_eq(v, 4);
+	ck_assert_str_eq(tf_cu_func_name(NULL), "?"); /* no cuFuncGetName */
+	ck_assert_ptr_nonnull(tf_cu_driver_get());
+	tf_cu_device_close(&dev);
+
+	st = tf_cu_device_open(1, &dev);
+	ck_assert_int_eq(st, TF_ERR_UNAVAILABLE);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "no CUDA device 1"));
+	cleanup();
+}
+END_TEST
+
+START_TEST(error_names)
+{
+	/* Without a driver: our table. */
+	ck_assert_str_eq(tf_cu_error_name(2), "CUDA_ERROR_OUT_OF_MEMORY");
+	ck_assert_str_eq(tf_cu_error_name(700), "CUDA_ERROR_ILLEGAL_ADDRESS");
+	ck_assert_str_eq(tf_cu_error_name(4242), "CUDA_ERROR_UNKNOWN_CODE");
+	ck_assert_ptr_nonnull(strstr(tf_cu_error_text(4), "the process is exiting"));
+
+	setenv("TF_CUDA_LIBRARY", fake_lib(""), 1);
+	ck_assert_int_eq(tf_cu_init(), TF_OK);
+	/* From the driver when it knows the code. */
+	ck_assert_str_eq(tf_cu_error_name(4242), "FAKE_ERROR_FROM_DRIVER");
+	ck_assert_str_eq(tf_cu_error_text(2), "fake out of memory");
+	/* Ours when it does not. */
+	ck_assert_str_eq(tf_cu_error_name(716), "CUDA_ERROR_MISALIGNED_ADDRESS");
+	ck_assert_str_eq(tf_cu_error_name(123456), "CUDA_ERROR_UNKNOWN_CODE");
+	/* Code 4 never reaches the driver (the fake aborts if asked). */
+	ck_assert_str_eq(tf_cu_error_name(4), "CUDA_ERROR_DEINITIALIZED");
+	ck_assert_ptr_nonnull(strstr(tf_cu_error_text(4), "shutting down"));
+	cleanup();
+}
+END_TEST
+
+static int returns(int v)
+{
+	return v;
+}
+
+START_TEST(check_macro)
+{
+	ck_assert_int_eq(TF_CU(returns(0)), TF_OK);
+	int line = __LINE__ + 1;
+	tf_status st = TF_CU(returns(2));
+	ck_assert_int_eq(st, TF_ERR_NOMEM);
+	char want[128];
+	snprintf(want, sizeof(want), "returns(2) at check_cuda.c:%d: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", line);
+	ck_assert_str_eq(tf_errmsg(st), want);
+	st = TF_CU(returns(4));
+	ck_assert_int_eq(st, TF_ERR_UNAVAILABLE);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "the process is exiting"));
+	ck_assert_int_eq(TF_CU(returns(500)), TF_ERR_NOTFOUND);
+	ck_assert_int_eq(TF_CU(returns(100)), TF_ERR_UNAVAILABLE);
+	ck_assert_int_eq(TF_CU(returns(700)), TF_ERR_INTERNAL);
+	ck_assert_int_eq(tf_status_exit(TF_CU(returns(700))), 70);
+}
+END_TEST
+
+/* The regression that motivated the pins: 110 is GPUDirect RDMA with VMM,
+ * 126 the memory sync domain count. */
+START_TEST(attr_pins)
+{
+	ck_assert_int_eq(TF_CU_ATTR_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 110);
+	ck_assert_int_eq(TF_CU_ATTR_MEM_SYNC_DOMAIN_COUNT, 126);
+	ck_assert_int_eq(TF_CU_ATTR_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 102);
+	ck_assert_int_eq(TF_CU_ATTR_MULTIPROCESSOR_COUNT, 16);
+	ck_assert_int_eq(tf_cu_attr_by_name("GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED"), 110);
+	ck_assert_int_eq(tf_cu_attr_by_name("CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT"), 126);
+	ck_assert_int_eq(tf_cu_attr_by_name("NO_SUCH_ATTRIBUTE"), -1);
+	ck_assert_str_eq(tf_cu_attr_name(110), "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED");
+	ck_assert_ptr_null(tf_cu_attr_name(100000));
+}
+END_TEST
+
+/* Compare our values with "NAME = VALUE" lines of an installed cuda.h. */
+static int cuda_h_value(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+		const char *q = p + n;
+		if ((p > text && (p[-1] == '_' || (p[-1] >= 'A' && p[-1] <= 'Z'))) ||
+		    *q == '_' || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9'))
+			continue;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		if (*q != '=')
+			continue;
+		return (int)strtol(q + 1, NULL, 0);
+	}
+	return -1;
+}
+
+START_TEST(attr_table_matches_cuda_h)
+{
+	const char *home = getenv("CUDA_HOME");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/include/cuda.h", home && *home ? home : "/usr/local/cuda");
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "check_cuda: no %s; the pinned values alone are checked\n", path);
+		return;
+	}
+	static char text[4 << 20];
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = 0;
+	const char *name;
+	int value, checked = 0;
+	for (size_t i = 0; tf_cu_attr_at(i, &name, &value); i++) {
+		char full[128];
+		snprintf(full, sizeof(full), "CU_DEVICE_ATTRIBUTE_%s", name);
+		ck_assert_msg(cuda_h_value(text, full) == value, "%s: ours %d, cuda.h %d", full, value,
+		              cuda_h_value(text, full));
+		checked++;
+	}
+	ck_assert_int_gt(checked, 30);
+	static const struct {
+		const char *name;
+		int value;
+	} more[] = {
+		{"CUDA_ERROR_DEINITIALIZED", TF_CU_ERROR_DEINITIALIZED},
+		{"CUDA_ERROR_NO_DEVICE", TF_CU_ERROR_NO_DEVICE},
+		{"CUDA_ERROR_NOT_FOUND", TF_CU_ERROR_NOT_FOUND},
+		{"CUDA_ERROR_OUT_OF_MEMORY", TF_CU_ERROR_OUT_OF_MEMORY},
+		{"CU_STREAM_CAPTURE_MODE_THREAD_LOCAL", TF_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL},
+		{"CU_MEM_ACCESS_FLAGS_PROT_READWRITE", TF_CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
+		{"CU_MEM_ALLOCATION_TYPE_PINNED", TF_CU_MEM_ALLOCATION_TYPE_PINNED},
+		{"CU_MEM_LOCATION_TYPE_DEVICE", TF_CU_MEM_LOCATION_TYPE_DEVICE},
+		{"CU_MEM_ALLOC_GRANULARITY_RECOMMENDED", TF_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED},
+		{"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES},
+	};
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		ck_assert_msg(cuda_h_value(text, more[i].name) == more[i].value, "%s: ours %d, cuda.h %d",
+		              more[i].name, more[i].value, cuda_h_value(text, more[i].name));
+	/* Every name in our error table is cuda.h's name for that code. */
+	for (int code = 0; code < 1000; code++) {
+		const char *nm = tf_cu_error_name_builtin(code);
+		if (nm && code != TF_CU_ERROR_INSUFFICIENT_DRIVER) /* 35: gone from CUDA 13's header */
+			ck_assert_msg(cuda_h_value(text, nm) == code, "%s: ours %d, cuda.h %d", nm, code,
+			              cuda_h_value(text, nm));
+	}
+	/* The struct layouts we declare: CUmemAllocationProp is 32 bytes. */
+	ck_assert_uint_eq(sizeof(struct tf_cu_mem_prop), 32);
+	ck_assert_uint_eq(sizeof(struct tf_cu_mem_access), 12);
+}
+END_TEST
+
+START_TEST(plain_backend_on_fake)
+{
+	setenv("TF_CUDA_LIBRARY", fake_lib(""), 1);
+	struct tf_cu_device dev;
+	ck_assert_int_eq(tf_cu_device_open(0, &dev), TF_OK);
+	struct tf_arena_backend be;
+	ck_assert_int_eq(tf_arena_backend_plain(&dev, &be), TF_OK);
+	struct tf_arena *a;
+	struct tf_arena_opts o = {.chunk_min = 4 << 20};
+	ck_assert_int_eq(tf_arena_new(&be, &o, &a), TF_OK);
+	tf_cu_mem_install(a);
+	struct tf_cu_buf b1, b2, b3;
+	ck_assert_int_eq(tf_cu_buf_alloc(&b1, 1000), TF_OK);
+	ck_assert_int_eq(tf_cu_buf_alloc(&b2, 5 << 20), TF_OK); /* large: own chunk */
+	ck_assert_uint_eq(b1.ptr % 512, 0);
+	memset((void *)(uintptr_t)b1.ptr, 0xab, 1000); /* the fake's device memory is ours */
+	memset((void *)(uintptr_t)b2.ptr, 0xcd, 5 << 20);
+	tf_cu_buf_borrow(&b3, b2.ptr + 4096, 512);
+	ck_assert_int_eq(tf_cu_buf_release(&b3), TF_OK); /* borrowed: nothing freed */
+	struct tf_arena_stats s;
+	tf_arena_stats(a, &s);
+	ck_assert_uint_eq(s.live, 2);
+	ck_assert_int_eq(tf_cu_buf_release(&b2), TF_OK);
+	ck_assert_int_eq(tf_cu_buf_release(&b1), TF_OK);
+	tf_arena_stats(a, &s);
+	ck_assert_uint_eq(s.live, 0);
+	ck_assert_uint_eq(s.large, 0);
+	/* A pointer from before the hook goes to cuMemFree as before. */
+	tf_cu_mem_install(NULL);
+	struct tf_cu_buf f;
+	ck_assert_int_eq(tf_cu_buf_alloc(&f, 100), TF_OK);
+	tf_cu_mem_install(a);
+	ck_assert(!tf_arena_owns(a, f.ptr));
+	ck_assert_int_eq(tf_cu_buf_release(&f), TF_OK);
+	tf_cu_mem_install(NULL);
+	tf_arena_free(a);
+	tf_cu_device_close(&dev);
+	cleanup();
+}
+END_TEST
+
+START_TEST(module_build)
+{
+#if TF_CUDA
+	ck_assert(tf_cu_kernels_built());
+	ck_assert_uint_gt(tf_cu_fatbin_size(), 64);
+	setenv("TF_CUDA_LIBRARY", fake_lib(""), 1);
+	struct tf_cu_device dev;
+	ck_assert_int_eq(tf_cu_device_open(0, &dev), TF_OK);
+	ck_assert_int_eq(tf_cu_module_load(), TF_OK);
+	tf_cu_func f;
+	ck_assert_int_eq(tf_cu_kernel("tf_copy_u128", &f), TF_OK);
+	tf_cu_module_unload();
+	cleanup();
+#else
+	ck_assert(!tf_cu_kernels_built());
+	ck_assert_uint_eq(tf_cu_fatbin_size(), 0);
+	tf_cu_func f;
+	tf_status st = tf_cu_kernel("tf_copy_u128", &f);
+	ck_assert_int_eq(st, TF_ERR_UNAVAILABLE);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "CUDA=0"));
+#endif
+}
+END_TEST
+
+Suite *suite_cuda(void)
+{
+	Suite *s = suite_create("cuda");
+	TCase *tc = tcase_create("driver");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, load_missing_library);
+	tcase_add_test(tc, load_fake);
+	tcase_add_test(tc, load_missing_symbol);
+	tcase_add_test(tc, load_no_device);
+	tcase_add_test(tc, device_fake);
+	tcase_add_test(tc, error_names);
+	tcase_add_test(tc, check_macro);
+	tcase_add_test(tc, attr_pins);
+	tcase_add_test(tc, attr_table_matches_cuda_h);
+	tcase_add_test(tc, plain_backend_on_fake);
+	tcase_add_test(tc, module_build);
+	suite_add_tcase(s, tc);
+	return s;
+}
