@@ -93,7 +93,11 @@ static void put(void *dst, const void *src, size_t n)
 	if (!n)
 		return;
 	if (comm->device) {
+		/* A pageable copy may still be in flight when it returns, and
+		 * the collective stream does not wait for the null stream. */
 		tf_status st = TF_CU(tf_cu->MemcpyHtoD((tf_cu_ptr)(uintptr_t)dst, src, n));
+		if (!st)
+			st = TF_CU(tf_cu->CtxSynchronize());
 		if (st)
 			tf_die_status(st, "copy to device");
 	} else {
@@ -422,7 +426,7 @@ static int cmd_bench(void)
 	size_t sizes[64], ns = 0;
 	for (size_t s = 8; s <= maxb && ns < 60; s *= 4) {
 		if (s < 10240 && s * 4 > 10240)
-			sizes[ns++] = s, s = 10240 / 4, sizes[ns++] = 10240;
+			sizes[ns++] = s, sizes[ns++] = 10240;
 		else
 			sizes[ns++] = s;
 	}
@@ -615,7 +619,7 @@ int main(int argc, char **argv)
 	}
 	tf_status st = tf_fabric_settings_check(&o.fab, &S);
 	if (st)
-		tf_usage_error("%s", tf_errmsg(st));
+		tf_die_status(st, "bad settings");
 	if (o.local)
 		return launch(argc, argv, i);
 	if (!strcmp(mode, "suite"))
