@@ -306,6 +306,7 @@ static void run_case(enum op op, enum tf_dtype dt, enum tf_redop rop, size_t byt
 		must(TF_CU(tf_cu->GraphLaunch(ge, stream)), "graph launch");
 	}
 	get(got, recv, out_n);
+	must(tf_comm_check(comm), "check");
 	if (graph) {
 		tf_cu->GraphExecDestroy(ge);
 		tf_cu->GraphDestroy(g);
