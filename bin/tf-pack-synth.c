@@ -34,7 +34,7 @@ static const struct tf_opt opts[] = {
 	{"no-index", 0, TF_OPT_FLAG, &o.no_index, NULL, NULL, NULL,
 	 "do not write model.safetensors.index.json", 0, 0, NULL},
 	{"tokenizer", 't', TF_OPT_STR, &o.tokenizer, "FILE", NULL, NULL,
-	 "copy this tokenizer.json instead of a synthetic one", 0, 0, NULL},
+	 "use this tokenizer.json (V4.1 markers added) instead of a synthetic one", 0, 0, NULL},
 	{"output", 'o', TF_OPT_STR, &o.out, "DIR", NULL, NULL, "the pack folder to write", 0, 0,
 	 NULL},
 	TF_OPT_JSON(&o.json),

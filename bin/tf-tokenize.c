@@ -1,6 +1,7 @@
 /* tf-tokenize: text to token ids and back with a tokenizer.json, token
- * counts, the tokenizer with the V4.1 markers added, and an encode/decode
- * benchmark.
+ * counts, the tokenizer with the V4.1 markers added, an encode/decode
+ * benchmark, chat requests rendered to DeepSeek-V4.1 prompts, and model
+ * replies parsed into reasoning, content and tool calls.
  *
  * Subcommands live in one table (name, function, help); a new one is a
  * function and a row. Documents: the whole input is one document; with
@@ -20,15 +21,20 @@
 #include "base/num.h"
 #include "base/progress.h"
 #include "base/thread.h"
+#include "text/chat.h"
 #include "text/detok.h"
+#include "text/dsml.h"
+#include "text/pyjson.h"
 #include "text/tokenizer.h"
 
 #define MAX_INPUT (1ull << 34)
 
 static const char *opt_tokenizer;
-static bool opt_json, opt_lines, opt_jsonl, opt_v41;
+static bool opt_json, opt_lines, opt_jsonl, opt_v41, opt_ids, opt_stream, opt_consistent;
 static int64_t opt_threads;
 static double opt_seconds;
+static const char *opt_tools, *opt_mode;
+static uint64_t opt_chunk;
 
 static const struct tf_opt opts[] = {
 	{"tokenizer", 't', TF_OPT_STR, &opt_tokenizer, "FILE", "TF_TOKENIZER", NULL,
@@ -44,6 +50,18 @@ static const struct tf_opt opts[] = {
 	TF_OPT_THREADS(&opt_threads),
 	{"seconds", 0, TF_OPT_DOUBLE, &opt_seconds, "S", NULL, "1",
 	 "bench: measure each figure for at least S seconds", 0.01, 3600, NULL},
+	{"ids", 0, TF_OPT_FLAG, &opt_ids, NULL, NULL, NULL,
+	 "render: write the prompt's token ids (needs -t) instead of its text", 0, 0, NULL},
+	{"tools", 0, TF_OPT_STR, &opt_tools, "FILE", NULL, NULL,
+	 "parse: the offered tools (a JSON list, or a request with \"tools\")", 0, 0, NULL},
+	{"mode", 0, TF_OPT_CHOICE, &opt_mode, "MODE", NULL, "thinking",
+	 "parse: the reply began in reasoning (thinking) or not (chat)", 0, 0, "thinking|chat"},
+	{"stream", 0, TF_OPT_FLAG, &opt_stream, NULL, NULL, NULL,
+	 "parse: read the reply in chunks and write each chunk's deltas", 0, 0, NULL},
+	{"chunk", 0, TF_OPT_SIZE, &opt_chunk, "N", NULL, "16",
+	 "parse --stream: bytes per chunk", 0, 1 << 30, NULL},
+	{"consistent", 0, TF_OPT_FLAG, &opt_consistent, NULL, NULL, NULL,
+	 "parse --stream: stream exactly what the whole parse gives, for any chunks", 0, 0, NULL},
 };
 
 struct doc {
@@ -388,56 +406,227 @@ static int cmd_bench(struct job *j)
 		tf_die(71, "out of memory");
 	size_t dpasses = 0;
 	t0 = tf_now();
+	c0 = cpu_now();
 	do {
 		tf_pool_for(j->pool, j->ndocs, 1, decode_range, &c);
 		dpasses++;
 	} while ((t = tf_now() - t0) < opt_seconds);
+	double dcpu = cpu_now() - c0;
 	uint64_t dbytes = 0;
 	for (int w = 0; w < nt; w++) {
 		dbytes += c.bytes[w];
 		tf_buf_release(&c.bufs[w]);
 	}
-	double dec = (double)dbytes / t / 1e6;
+	double dec = (double)dbytes / t / 1e6, dec_cpu = (double)dbytes / dcpu / 1e6;
 	free(c.bufs);
 	free(c.bytes);
 	if (opt_json)
 		tf_buf_printf(&j->out,
 			      "{\"threads\":%d,\"documents\":%zu,\"bytes\":%llu,\"tokens\":%llu,"
 			      "\"encode_passes\":%zu,\"encode_mb_s\":%.2f,\"encode_mb_cpu_s\":%.2f,"
-			      "\"encode_tokens_s\":%.0f,\"decode_passes\":%zu,\"decode_mb_s\":%.2f}\n",
+			      "\"encode_tokens_s\":%.0f,\"decode_passes\":%zu,\"decode_mb_s\":%.2f,"
+			      "\"decode_mb_cpu_s\":%.2f}\n",
 			      nt, j->ndocs, (unsigned long long)bytes, (unsigned long long)tokens,
-			      passes, enc, enc_cpu, tps, dpasses, dec);
+			      passes, enc, enc_cpu, tps, dpasses, dec, dec_cpu);
 	else
 		tf_buf_printf(&j->out,
 			      "threads %d, %zu documents, %llu bytes, %llu tokens\n"
 			      "encode %.2f MB/s (%.2f MB per CPU second, %.0f tokens/s, %zu passes)\n"
-			      "decode %.2f MB/s (%zu passes)\n",
+			      "decode %.2f MB/s (%.2f MB per CPU second, %zu passes)\n",
 			      nt, j->ndocs, (unsigned long long)bytes, (unsigned long long)tokens,
-			      enc, enc_cpu, tps, passes, dec, dpasses);
+			      enc, enc_cpu, tps, passes, dec, dec_cpu, dpasses);
 	flush_out(j, true);
+	return 0;
+}
+
+/* ---- render ---- */
+
+/* Read a chat request (or a bare messages list) and write its prompt: the
+ * text, its ids (--ids), or with --json the text, its ids when asked, the
+ * history length and rewind point (bytes) and the mode. */
+static int cmd_render(struct job *j)
+{
+	read_input(j);
+	json_t *req;
+	tf_status st = tf_json_parse(j->input, j->input_len, j->path, &req);
+	if (st)
+		tf_die_status(st, "cannot read the request");
+	if (json_is_array(req)) {
+		json_t *wrap = json_pack("{s:o}", "messages", req);
+		if (!wrap)
+			tf_die(71, "out of memory");
+		req = wrap;
+	}
+	struct tf_chat_prompt p;
+	tf_chat_prompt_init(&p);
+	if ((st = tf_chat_render_request(req, NULL, &p)))
+		tf_die_status(st, "cannot render '%s'", j->path);
+	const char *text = p.text.data ? p.text.data : "";
+	struct tf_ids ids = TF_IDS_INIT;
+	if (opt_ids && (st = tf_tok_encode(j->tok, text, p.text.len, &ids)))
+		tf_die_status(st, "cannot encode the prompt");
+	if (opt_json) {
+		tf_buf_puts(&j->out, "{");
+		if (opt_ids) {
+			tf_buf_puts(&j->out, "\"ids\":");
+			put_ids(&j->out, &ids, true);
+			j->out.data[j->out.len - 1] = ','; /* the newline put_ids wrote */
+		}
+		tf_buf_puts(&j->out, "\"prompt\":");
+		tf_pyjson_dump_str(&j->out, text, p.text.len);
+		tf_buf_printf(&j->out, ",\"history_bytes\":%zu,\"rewind_bytes\":%zu,\"thinking\":%s}\n",
+			      p.history_len, p.rewind, p.thinking ? "true" : "false");
+	} else if (opt_ids) {
+		put_ids(&j->out, &ids, false);
+	} else {
+		tf_buf_append(&j->out, text, p.text.len);
+	}
+	flush_out(j, true);
+	tf_ids_release(&ids);
+	tf_chat_prompt_release(&p);
+	json_decref(req);
+	return 0;
+}
+
+/* ---- parse ---- */
+
+static struct tf_dsml_tools *load_tools(void)
+{
+	json_t *v = NULL;
+	if (opt_tools) {
+		tf_status st = tf_json_load(opt_tools, 1 << 26, &v);
+		if (st)
+			tf_die_status(st, "cannot read tools");
+		if (json_is_object(v)) {
+			json_t *t = json_incref(json_object_get(v, "tools"));
+			json_decref(v);
+			v = t;
+		}
+		if (v && !json_is_array(v) && !json_is_null(v))
+			tf_die(65, "'%s': not a list of tools (or a request with \"tools\")", opt_tools);
+	}
+	struct tf_dsml_tools *t = tf_dsml_tools_new(v);
+	json_decref(v);
+	if (!t)
+		tf_die(71, "out of memory");
+	return t;
+}
+
+/* {"reasoning", "content", "tool_calls"} as one JSON line. */
+static void put_reply(struct tf_buf *out, const char *r, size_t rn, const char *c, size_t cn,
+		      const struct tf_dsml_call *calls, size_t ncalls)
+{
+	json_t *tc = tf_dsml_openai_tool_calls(calls, ncalls);
+	if (!tc)
+		tf_die(71, "out of memory");
+	tf_buf_puts(out, "{\"reasoning\":");
+	tf_pyjson_dump_str(out, r ? r : "", rn);
+	tf_buf_puts(out, ",\"content\":");
+	tf_pyjson_dump_str(out, c ? c : "", cn);
+	tf_buf_puts(out, ",\"tool_calls\":");
+	tf_pyjson_dump(out, tc, true);
+	tf_buf_puts(out, "}\n");
+	json_decref(tc);
+}
+
+/* Each delta as an OpenAI chunk delta, one JSON line each; reasoning and
+ * content also collected for the final line. */
+static void put_deltas(struct tf_buf *out, const struct tf_dsml_delta *d, size_t n, struct tf_buf *r,
+		       struct tf_buf *c)
+{
+	for (size_t i = 0; i < n; i++) {
+		json_t *v = tf_dsml_openai_delta(&d[i], TF_DSML_REASONING_CONTENT);
+		if (!v)
+			tf_die(71, "out of memory");
+		tf_pyjson_dump(out, v, true);
+		tf_buf_putc(out, '\n');
+		json_decref(v);
+		if (d[i].kind == TF_DSML_REASONING)
+			tf_buf_append(r, d[i].text, d[i].len);
+		else if (d[i].kind == TF_DSML_CONTENT)
+			tf_buf_append(c, d[i].text, d[i].len);
+	}
+}
+
+/* Read a model reply (end-of-sentence removed) and write what it says:
+ * one JSON object, or with --stream a line per delta of each chunk and
+ * then the assembled object. */
+static int cmd_parse(struct job *j)
+{
+	read_input(j);
+	struct tf_dsml_tools *tools = load_tools();
+	bool thinking = strcmp(opt_mode, "chat") != 0;
+	tf_status st;
+	if (!opt_stream) {
+		struct tf_dsml_reply r;
+		if ((st = tf_dsml_parse(j->input, j->input_len, thinking, tools, &r)))
+			tf_die_status(st, "cannot parse the reply");
+		put_reply(&j->out, r.reasoning.data, r.reasoning.len, r.content.data, r.content.len, r.calls,
+			  r.ncalls);
+		tf_dsml_reply_release(&r);
+	} else {
+		struct tf_dsml_stream *s = tf_dsml_stream_new(thinking, tools);
+		struct tf_buf rs = TF_BUF_INIT, cs = TF_BUF_INIT;
+		if (!s)
+			tf_die(71, "out of memory");
+		tf_dsml_stream_consistent(s, opt_consistent);
+		size_t at = 0;
+		for (;;) {
+			size_t n = j->input_len - at < opt_chunk ? j->input_len - at : (size_t)opt_chunk;
+			bool last = at + n >= j->input_len;
+			const struct tf_dsml_delta *d;
+			size_t nd;
+			st = last ? tf_dsml_stream_finish(s, j->input + at, n, &d, &nd) :
+				    tf_dsml_stream_push(s, j->input + at, n, &d, &nd);
+			if (st)
+				tf_die_status(st, "cannot parse the reply");
+			put_deltas(&j->out, d, nd, &rs, &cs);
+			flush_out(j, false);
+			at += n;
+			if (last)
+				break;
+		}
+		size_t nc;
+		const struct tf_dsml_call *calls = tf_dsml_stream_calls(s, &nc);
+		put_reply(&j->out, rs.data, rs.len, cs.data, cs.len, calls, nc);
+		tf_buf_release(&rs);
+		tf_buf_release(&cs);
+		tf_dsml_stream_free(s);
+	}
+	flush_out(j, true);
+	tf_dsml_tools_free(tools);
 	return 0;
 }
 
 /* ---- the subcommands ---- */
 
+/* A subcommand: its function, whether it reads FILE (or stdin), how many
+ * worker threads it starts by default (-j overrides; 0: one per CPU, -1:
+ * none), and whether it needs the tokenizer. */
 static const struct command {
 	const char *name;
 	int (*run)(struct job *j);
-	bool input; /* reads FILE or stdin */
+	bool input;     /* reads FILE or stdin */
+	int threads;
+	bool tokenizer; /* needs -t (render: with --ids) */
 } commands[] = {
-	{"encode", cmd_encode, true},
-	{"decode", cmd_decode, true},
-	{"count", cmd_count, true},
-	{"bench", cmd_bench, true},
-	{"export", cmd_export, false},
+	{"encode", cmd_encode, true, 0, true},
+	{"decode", cmd_decode, true, -1, true},
+	{"count", cmd_count, true, 0, true},
+	{"bench", cmd_bench, true, 1, true},
+	{"export", cmd_export, false, -1, true},
+	{"render", cmd_render, true, -1, false},
+	{"parse", cmd_parse, true, -1, false},
 };
 
 static const struct tf_cli cli = {
 	.name = "tf-tokenize",
 	.usage = "encode|decode|count|bench -t TOKENIZER.json [OPTION]... [FILE|-]\n"
-		 "       export -t TOKENIZER.json [--v41-markers]",
+		 "       export -t TOKENIZER.json [--v41-markers]\n"
+		 "       render [--json] [--ids -t TOKENIZER.json] [REQUEST.json|-]\n"
+		 "       parse [--mode thinking|chat] [--tools FILE] [--stream [--chunk N]] [REPLY|-]",
 	.summary = "Turn text into token ids and back with a Hugging Face tokenizer.json.",
-	.commands = "encode|decode|count|bench|export",
+	.commands = "encode|decode|count|bench|export|render|parse",
 	.opts = opts,
 	.nopts = TF_NOPTS(opts),
 };
@@ -456,23 +645,27 @@ int main(int argc, char **argv)
 	int nops = argc - first - 1;
 	if (nops > (cmd->input ? 1 : 0))
 		tf_usage_error("too many operands for %s", cmd->name);
-	if (!opt_tokenizer)
+	bool need_tok = cmd->tokenizer || (cmd->run == cmd_render && opt_ids);
+	if (need_tok && !opt_tokenizer)
 		tf_usage_error("no tokenizer (-t FILE or TF_TOKENIZER)");
+	if (opt_ids && cmd->run != cmd_render)
+		tf_usage_error("--ids is for render");
+	if ((opt_stream || opt_tools || opt_consistent) && cmd->run != cmd_parse)
+		tf_usage_error("--stream, --tools and --consistent are for parse");
+	if (!opt_chunk)
+		tf_usage_error("--chunk must be at least 1");
 	if (opt_lines && opt_jsonl)
 		tf_usage_error("--lines and --jsonl exclude each other");
 
 	struct job j = {.path = nops ? argv[first + 1] : "-"};
-	tf_status st = tf_tok_load(opt_tokenizer, &j.tok);
-	if (st)
+	tf_status st = TF_OK;
+	if (need_tok && (st = tf_tok_load(opt_tokenizer, &j.tok)))
 		tf_die_status(st, "cannot load tokenizer");
-	if (opt_v41 && (st = tf_tok_add_v41_markers(j.tok, TF_TOK_V41_VOCAB)))
+	if (opt_v41 && j.tok && (st = tf_tok_add_v41_markers(j.tok, TF_TOK_V41_VOCAB)))
 		tf_die_status(st, "cannot add the V4.1 markers");
-	int threads = (int)opt_threads;
-	if (!strcmp(cmd->name, "encode") || !strcmp(cmd->name, "count") ||
-	    !strcmp(cmd->name, "bench")) {
-		if (!strcmp(cmd->name, "bench") && !opt_threads)
-			threads = 1;
-		if ((st = tf_pool_new(threads, &j.pool)))
+	if (cmd->threads >= 0) {
+		bool given = opt_threads || getenv("TF_THREADS");
+		if ((st = tf_pool_new(given ? (int)opt_threads : cmd->threads, &j.pool)))
 			tf_die_status(st, "cannot start threads");
 	}
 	int rc = cmd->run(&j);

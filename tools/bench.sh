@@ -14,7 +14,7 @@ rm -f "$work/dd.bin"
 
 echo "== pack: tf-pack-inspect of a release-shaped pack (178k tensors, 50 shards)"
 "$bin/tf-pack-synth" -p release --sparse -q -o "$work/rel"
-for i in 1 2 3; do
+for _ in 1 2 3; do
 	/usr/bin/time -f "inspect wall %e s, max RSS %M KiB" \
 		"$bin/tf-pack-inspect" --summary --rank 1 --world 2 "$work/rel" >/dev/null
 done

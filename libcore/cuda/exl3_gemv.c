@@ -17,6 +17,7 @@ struct gemv_args {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static tf_cu_func funcs[9][3][5];
+static unsigned funcs_generation; /* of the module the handles came from */
 
 static int rows_slot(uint32_t rows, unsigned *tmpl)
 {
@@ -71,6 +72,7 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
 	if (want > kb)
 		want = kb;
 	p->grid_x = nb;
+	p->rows_tmpl = 0; /* more than 16 rows: no GEMV kernel */
 	p->chunks_per_slice = (kb + want - 1) / want;
 	p->slices = (kb + p->chunks_per_slice - 1) / p->chunks_per_slice;
 	rows_slot(rows ? rows : 1, &p->rows_tmpl);
@@ -78,8 +80,14 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
 
 static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl, tf_cu_func *f)
 {
-	tf_status st = TF_OK;
+	tf_status st = tf_cu_module_load();
+	if (st)
+		return st;
 	pthread_mutex_lock(&mu);
+	if (funcs_generation != tf_cu_module_generation()) {
+		memset(funcs, 0, sizeof(funcs));
+		funcs_generation = tf_cu_module_generation();
+	}
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
 	if (!*c) {
 		char name[64];

@@ -18,6 +18,7 @@ static tf_cu_module mod;
 static bool tried;
 static tf_status load_st;
 static char load_msg[512];
+static unsigned generation;
 
 bool tf_cu_kernels_built(void)
 {
@@ -46,8 +47,10 @@ static tf_status load_locked(void)
 			st = tf_err_wrap(st, "cannot load tf's kernels (%zu-byte fatbin for sm_90a, PTX "
 			                 "compute_90): ", tf_fatbin_len);
 	}
-	if (!st)
+	if (!st) {
+		generation++;
 		tf_log(TF_LOG_DEBUG, "cuda: loaded the kernel module (%zu bytes)", tf_fatbin_len);
+	}
 #else
 	tf_status st = tf_err(TF_ERR_UNAVAILABLE,
 	                      "this build of tf has no CUDA kernels (it was built with CUDA=0, "
@@ -79,6 +82,14 @@ tf_status tf_cu_kernel(const char *name, tf_cu_func *f)
 	}
 	pthread_mutex_unlock(&mu);
 	return st;
+}
+
+unsigned tf_cu_module_generation(void)
+{
+	pthread_mutex_lock(&mu);
+	unsigned g = generation;
+	pthread_mutex_unlock(&mu);
+	return g;
 }
 
 void tf_cu_module_unload(void)

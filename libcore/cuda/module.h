@@ -26,8 +26,12 @@ tf_status tf_cu_module_load(void);
 /* The kernel called name (loading the module first). TF_ERR_NOTFOUND when
  * the module has no such kernel. */
 tf_status tf_cu_kernel(const char *name, tf_cu_func *f);
-/* Unload the module (before the context goes away). */
+/* Unload the module (before the context goes away). Function handles
+ * taken before are invalid after it. */
 void tf_cu_module_unload(void);
+/* A number that changes each time the module is loaded: callers that keep
+ * function handles compare it to know when to look them up again. */
+unsigned tf_cu_module_generation(void);
 
 /* Launch f with a 1-D grid and block; the failure names the kernel. */
 tf_status tf_cu_launch(tf_cu_func f, unsigned grid, unsigned block, unsigned shmem,

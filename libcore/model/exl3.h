@@ -146,6 +146,18 @@ void tf_exl3_had_blocks(float *x, size_t len);
 tf_status tf_exl3_matmul(const struct tf_exl3_layer *L, const float *x, size_t rows, float *y,
 			 struct tf_pool *pool);
 
+/* Which code tf_exl3_matmul runs: the fastest this CPU has (AUTO), the
+ * portable C (C), or AVX2+FMA+F16C (AVX2; TF_ERR_UNSUPPORTED where the CPU
+ * lacks it). For tests and benchmarks; the results agree within fp32
+ * rounding (the sums run in another order). */
+enum tf_exl3_impl {
+	TF_EXL3_IMPL_AUTO = 0,
+	TF_EXL3_IMPL_C = 1,
+	TF_EXL3_IMPL_AVX2 = 2,
+};
+tf_status tf_exl3_matmul_impl(const struct tf_exl3_layer *L, const float *x, size_t rows, float *y,
+			      struct tf_pool *pool, enum tf_exl3_impl impl);
+
 /* The dense weight W = diag(suh)·Ĥ_K·Ŵ·Ĥ_N·diag(svh) as f32 [K][N] (no
  * bias), computed in double then rounded. For tests and small layers. */
 tf_status tf_exl3_dequant(const struct tf_exl3_layer *L, float *W);

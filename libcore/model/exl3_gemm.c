@@ -12,17 +12,22 @@
  *
  * Layout of the work: one task per 128-column block of N (8 tiles wide),
  * spread over the pool. A task keeps a [rows, 128] f32 accumulator, walks
- * the K/16 tile rows, decodes each of its 8 tiles once into a 16×16 f32
- * buffer (table lookups, tf_exl3_tile_decode_f32) and adds u·tile for
- * every row, then applies the output Hadamard and svh. The inner loop is a
- * 16-wide multiply-add the compiler vectorises at -O2 -ftree-vectorize
- * (enabled below for this file). */
+ * the K/16 tile rows, decodes each of its 8 tiles once and adds u·tile for
+ * every row, then applies the output Hadamard and svh. Three bodies:
+ * - up to EXL3_AVX2_MAX_ROWS rows with AVX2 (exl3_avx2_blocks): weights in
+ *   stream order, eight at a time, straight into the sums;
+ * - more rows with AVX2 (exl3_avx2_blocks_rows): each tile decoded to a
+ *   row-major 16×16 block, then four rows per pass;
+ * - the portable C below (block_run): table lookups
+ *   (exl3_tile_f32_table) and a 16-wide multiply-add the compiler
+ *   vectorises (tree-vectorize is enabled for this file). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/f16.h"
 #include "base/thread.h"
 #include "model/exl3.h"
+#include "model/exl3_int.h"
 
 #pragma GCC optimize("tree-vectorize")
 
@@ -30,8 +35,10 @@ struct job {
 	const struct tf_exl3_layer *L;
 	const float *u;  /* [rows, K] f32 */
 	float *y;        /* [rows, N] f32 */
-	float *acc;      /* [workers][rows, 128] f32 */
+	float *acc;      /* [workers][rows, 128] f32, or [workers][rows, 640] (AVX2) */
 	size_t rows;
+	int avx2;
+	int c_only; /* the portable table decoder, even where AVX2 is */
 };
 
 /* a[0..16) += sum over r of u[r] · w[r][0..16). */
@@ -55,15 +62,28 @@ static void block_run(void *ctx, size_t begin, size_t end, int worker)
 	const struct tf_exl3_layer *L = J->L;
 	size_t K = L->g.k, N = L->g.n, kt = K / 16, nt = N / 16;
 	size_t tw = tf_exl3_tile_words(L->g.bits), rows = J->rows;
-	float *acc = J->acc + (size_t)worker * rows * 128;
 	float w[256] __attribute__((aligned(64)));
+
+	if (J->avx2) {
+		exl3_avx2_blocks(L, J->u, rows, J->acc + (size_t)worker * rows * 640, J->y, begin, end);
+		return;
+	}
+	if (!J->c_only && exl3_avx2_ok()) {
+		exl3_avx2_blocks_rows(L, J->u, rows, J->acc + (size_t)worker * rows * 128, J->y, begin,
+				      end);
+		return;
+	}
+	float *acc = J->acc + (size_t)worker * rows * 128;
 
 	for (size_t nb = begin; nb < end; nb++) {
 		memset(acc, 0, sizeof(float) * rows * 128);
 		for (size_t i = 0; i < kt; i++) {
 			const uint16_t *tile = L->trellis + (i * nt + nb * 8) * tw;
 			for (size_t jj = 0; jj < 8; jj++, tile += tw) {
-				tf_exl3_tile_decode_f32(tile, L->g.bits, L->g.cb, w);
+				if (J->c_only)
+					exl3_tile_f32_table(tile, L->g.bits, L->g.cb, w);
+				else
+					tf_exl3_tile_decode_f32(tile, L->g.bits, L->g.cb, w);
 				for (size_t r = 0; r < rows; r++)
 					tile_madd(acc + r * 128 + jj * 16, J->u + r * K + i * 16, w);
 			}
@@ -84,14 +104,35 @@ static void block_run(void *ctx, size_t begin, size_t end, int worker)
 tf_status tf_exl3_matmul(const struct tf_exl3_layer *L, const float *x, size_t rows, float *y,
 			 struct tf_pool *pool)
 {
+	return tf_exl3_matmul_impl(L, x, rows, y, pool, TF_EXL3_IMPL_AUTO);
+}
+
+/* up[r][i][m][j] = u[r][16i + 2m + (j&1) + 8((j>>1)&1)]: the four input
+ * vectors of K-tile row i that the stream-order tiles need (exl3_avx2.c). */
+static void permute_input(const float *u, size_t rows, size_t K, float *up)
+{
+	for (size_t r = 0; r < rows; r++)
+		for (size_t i = 0; i < K / 16; i++)
+			for (unsigned m = 0; m < 4; m++)
+				for (unsigned j = 0; j < 8; j++)
+					up[((r * (K / 16) + i) * 4 + m) * 8 + j] =
+						u[r * K + 16 * i + 2 * m + (j & 1) + 8 * ((j >> 1) & 1)];
+}
+
+tf_status tf_exl3_matmul_impl(const struct tf_exl3_layer *L, const float *x, size_t rows, float *y,
+			      struct tf_pool *pool, enum tf_exl3_impl impl)
+{
 	tf_status st = tf_exl3_geom_check(&L->g);
 	if (st)
 		return st;
+	if (impl == TF_EXL3_IMPL_AVX2 && !exl3_avx2_ok())
+		return tf_err(TF_ERR_UNSUPPORTED, "EXL3 matmul: this CPU lacks AVX2, FMA or F16C");
 	if (!rows)
 		return TF_OK;
+	int avx2 = impl != TF_EXL3_IMPL_C && exl3_avx2_ok() && rows <= EXL3_AVX2_MAX_ROWS;
 	size_t K = L->g.k, workers = pool ? (size_t)tf_pool_size(pool) : 1;
-	float *u = malloc(sizeof(float) * rows * K);
-	float *acc = malloc(sizeof(float) * workers * rows * 128);
+	float *u = malloc(sizeof(float) * rows * K * (avx2 ? 3 : 1));
+	float *acc = aligned_alloc(64, sizeof(float) * workers * rows * (avx2 ? 640 : 128));
 	if (!u || !acc) {
 		st = tf_err(TF_ERR_NOMEM, "EXL3 matmul: %zu rows of %zu", rows, K);
 		goto out;
@@ -103,7 +144,11 @@ tf_status tf_exl3_matmul(const struct tf_exl3_layer *L, const float *x, size_t r
 	}
 	for (size_t r = 0; r < rows; r++)
 		tf_exl3_had_blocks(u + r * K, K);
-	struct job J = {.L = L, .u = u, .y = y, .acc = acc, .rows = rows};
+	if (avx2) { /* u: [rows, K], then up: [rows, K/16, 4, 8] after it */
+		permute_input(u, rows, K, u + rows * K);
+	}
+	struct job J = {.L = L, .u = avx2 ? u + rows * K : u, .y = y, .acc = acc, .rows = rows,
+			.avx2 = avx2, .c_only = impl == TF_EXL3_IMPL_C};
 	tf_pool_for(pool, L->g.n / 128, 1, block_run, &J);
 out:
 	free(u);

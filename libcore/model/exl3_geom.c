@@ -3,7 +3,13 @@
  * Facts: exl3-format.md §1 (trellis I16 [K/16, N/16, 16·b], b = shape[2]/16,
  * from exllamav3 modules/quant/exl3.py `self.K`) and §6 (K % 128 == 0 and
  * N % 128 == 0, asserted by exl3_lib/quantize.py blockwise_preapply_had_*;
- * b in 1..8, the kernel instances of exllamav3_ext/quant/pack.cu). */
+ * b in 1..8, the kernel instances of exllamav3_ext/quant/pack.cu).
+ *
+ * Not supported: the half-integer widths (K = KA + 0.5, alternating KA- and
+ * KA+1-bit steps, mul1 only) that exllamav3 added after the version the
+ * specification describes (frac_k in exl3_lib/quantize.py at 07b8a2e0).
+ * Their trellis has 16·K words per tile, not a multiple of 16, so
+ * tf_exl3_geom_from_shape refuses them rather than misreading them. */
 #include "model/exl3.h"
 
 size_t tf_exl3_trellis_bytes(const struct tf_exl3_geom *g)

@@ -10,6 +10,11 @@
  *   (exl3_dq.cuh dq(): start bit t·b + b − 16, wrapping): tail-biting.
  * - §3 stream position → (row, column): tensor_core_perm in
  *   exl3_lib/quantize.py (the mma m16n8k16 B fragment); tf_exl3_tile_pos.
+ *   Re-read for this file at turboderp-org/exllamav3 commit 07b8a2e0
+ *   (modules/quant/exl3_lib/quantize.py): for lane t in 0..31, r0 =
+ *   (t % 4)·2, c0 = t / 4, and entries 8t..8t+7 are (r0,c0) (r0+1,c0)
+ *   (r0+8,c0) (r0+9,c0) (r0,c0+8) (r0+1,c0+8) (r0+8,c0+8) (r0+9,c0+8); the
+ *   same file gives codebook_scale 1.24371088 and the MCG/MUL1 multipliers.
  * - §4 codebooks: exllamav3_ext/quant/codebook.cuh decode_3inst<cb>.
  *
  * The table form (65536 floats per codebook, 256 KiB, built once) is what
@@ -19,6 +24,7 @@
 
 #include "base/f16.h"
 #include "model/exl3.h"
+#include "model/exl3_int.h"
 
 /* Sum two fp16 halves as the device's __hadd does: round to nearest even
  * once. Both halves have exponent field 12..15 after the mask (|h| in
@@ -127,6 +133,18 @@ void tf_exl3_tile_decode(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb
 
 void tf_exl3_tile_decode_f32(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb,
 			     float out[256])
+{
+	if (exl3_avx2_ok()) {
+		float w[256] __attribute__((aligned(32)));
+		exl3_avx2_tile_stream(tile, bits, cb, w);
+		for (unsigned t = 0; t < 256; t++)
+			out[tf_exl3_tile_pos(t)] = w[t];
+		return;
+	}
+	exl3_tile_f32_table(tile, bits, cb, out);
+}
+
+void exl3_tile_f32_table(const uint16_t *tile, uint32_t bits, enum tf_exl3_cb cb, float out[256])
 {
 	const float *tab = tf_exl3_cb_table(cb);
 	uint16_t ext[16 * 8 + 2];

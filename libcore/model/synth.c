@@ -16,6 +16,7 @@
 #include "model/q28.h"
 #include "pack/pack.h"
 #include "pack/safetensors.h"
+#include "text/tokenizer.h"
 #include "text/toksynth.h"
 
 #define CHUNK (1u << 20)
@@ -304,8 +305,7 @@ static tf_status write_text_files(const struct tf_synth_opts *o, const char *dir
 {
 	char *path = tf_path_join(dir, "config.json");
 	json_t *cfg = tf_config_to_json(o->config), *tok = NULL;
-	char *text = NULL, *src = NULL;
-	size_t n = 0;
+	char *text = NULL;
 	tf_status st = path && cfg ? TF_OK : tf_err(TF_ERR_NOMEM, "out of memory");
 	if (!st && !(text = json_dumps(cfg, JSON_INDENT(2) | JSON_REAL_PRECISION(9))))
 		st = tf_err(TF_ERR_NOMEM, "out of memory");
@@ -318,8 +318,15 @@ static tf_status write_text_files(const struct tf_synth_opts *o, const char *dir
 	if (!st && !path)
 		st = tf_err(TF_ERR_NOMEM, "out of memory");
 	if (!st && o->tokenizer) {
-		if (!(st = tf_file_read_all(o->tokenizer, 1u << 30, &src, &n)))
-			st = tf_file_write_atomic(path, src, n);
+		/* The V4.1-style derivation: the markers a V3-family file lacks are
+		 * added below the config's vocabulary. */
+		struct tf_tok *t = NULL;
+		struct tf_buf b = TF_BUF_INIT;
+		if (!(st = tf_tok_load(o->tokenizer, &t)) &&
+		    !(st = tf_tok_add_v41_markers(t, o->config->vocab)) && !(st = tf_tok_save(t, &b)))
+			st = tf_file_write_atomic(path, b.data, b.len);
+		tf_buf_release(&b);
+		tf_tok_free(t);
 	} else if (!st) {
 		if (!(st = tf_toksynth_build(o->config->vocab, o->seed, &tok)) &&
 		    !(text = json_dumps(tok, JSON_INDENT(2))))
@@ -327,7 +334,6 @@ static tf_status write_text_files(const struct tf_synth_opts *o, const char *dir
 		if (!st)
 			st = tf_file_write_atomic(path, text, strlen(text));
 	}
-	free(src);
 	free(text);
 	free(path);
 	json_decref(cfg);

@@ -31,7 +31,9 @@ struct tf_synth_opts {
 	enum tf_synth_codebooks codebooks;
 	uint64_t shard_bytes;     /* start a new shard past this many bytes */
 	bool index;               /* write model.safetensors.index.json */
-	const char *tokenizer;    /* copy this tokenizer.json, or NULL to synthesise */
+	const char *tokenizer;    /* take this tokenizer.json (V4.1 markers added
+				   * below the vocabulary when missing), or NULL to
+				   * synthesise one */
 	struct tf_progress *progress; /* or NULL */
 };
 

@@ -73,11 +73,10 @@ static tf_status merge_ids(const struct tf_tok *tok, const json_t *m, size_t ran
 			      rank);
 	}
 	for (int k = 0; k < 2; k++) {
-		uintptr_t id;
-		if (!tf_hmap_get_str(&tok->vocab, part[k], len[k], &id))
+		ids[k] = tok_vocab_find(tok, part[k], len[k]);
+		if (ids[k] == TOK_NONE)
 			return tf_err(TF_ERR_FORMAT, "%s: merge %zu: '%.*s' is not in the vocab",
 				      what, rank, (int)len[k], part[k]);
-		ids[k] = (uint32_t)id;
 	}
 	return TF_OK;
 }
@@ -117,8 +116,8 @@ tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char 
 		}
 		memcpy(joined, tok->vkey[ids[0]], a);
 		memcpy(joined + a, tok->vkey[ids[1]], b);
-		uintptr_t merged;
-		if (!tf_hmap_get_str(&tok->vocab, joined, a + b, &merged)) {
+		uint32_t merged = tok_vocab_find(tok, joined, a + b);
+		if (merged == TOK_NONE) {
 			st = tf_err(TF_ERR_FORMAT, "%s: merge %zu: '%.*s' is not in the vocab", what,
 				    r, (int)(a + b), joined);
 			break;
@@ -130,7 +129,7 @@ tf_status tok_merges_build(struct tf_tok *tok, const json_t *merges, const char 
 		while (t->slots[i].key != EMPTY && t->slots[i].key != k)
 			i = (i + 1) & t->mask;
 		t->slots[i].key = k;
-		t->slots[i].val = (uint64_t)r << 32 | (uint32_t)merged;
+		t->slots[i].val = (uint64_t)r << 32 | merged;
 		tok->merge_list[r][0] = ids[0];
 		tok->merge_list[r][1] = ids[1];
 		tok->nmerges++;
@@ -171,8 +170,8 @@ struct scratch {
 	pcre2_jit_stack *js;
 	struct tf_buf clean; /* the input with invalid UTF-8 replaced */
 	uint32_t *sym;       /* [cap] symbol ids */
-	int64_t *prev, *next;
-	uint64_t *len;       /* bytes covered; 0 once merged away */
+	int32_t *prev, *next;/* linked list of live symbols, -1 at the ends */
+	uint8_t *alive;      /* 0 once merged into its left neighbour */
 	struct heap_ent *heap;
 	size_t cap, heapcap;
 	struct cache_ent *cache;
@@ -195,7 +194,7 @@ static void scratch_free(void *p)
 	free(sc->sym);
 	free(sc->prev);
 	free(sc->next);
-	free(sc->len);
+	free(sc->alive);
 	free(sc->heap);
 	free(sc->cache);
 	free(sc);
@@ -245,7 +244,7 @@ static tf_status scratch_fit(struct scratch *sc, size_t n)
 	if (tf_realloc_array(&sc->sym, cap, sizeof *sc->sym) ||
 	    tf_realloc_array(&sc->prev, cap, sizeof *sc->prev) ||
 	    tf_realloc_array(&sc->next, cap, sizeof *sc->next) ||
-	    tf_realloc_array(&sc->len, cap, sizeof *sc->len))
+	    tf_realloc_array(&sc->alive, cap, sizeof *sc->alive))
 		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
 	sc->cap = cap;
 	return TF_OK;
@@ -291,9 +290,9 @@ static struct heap_ent heap_pop(struct heap_ent *h, size_t *n)
 	return top;
 }
 
-static tf_status push_pair(const struct tf_tok *tok, struct scratch *sc, size_t *nh, int64_t pos)
+static tf_status push_pair(const struct tf_tok *tok, struct scratch *sc, size_t *nh, int32_t pos)
 {
-	int64_t nx = sc->next[pos];
+	int32_t nx = sc->next[pos];
 	if (nx < 0)
 		return TF_OK;
 	uint64_t v = merge_get(&tok->merges, sc->sym[pos], sc->sym[nx]);
@@ -304,8 +303,18 @@ static tf_status push_pair(const struct tf_tok *tok, struct scratch *sc, size_t 
 
 /* ---- BPE of one piece ---- */
 
+/* Short keys compare faster inline than through memcmp. */
+static inline bool same_bytes(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/* BPE of the piece s[0..n); h is its hash when n <= CACHE_KEY. */
 static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const char *s, size_t n,
-			  struct tf_ids *out)
+			  uint64_t h, struct tf_ids *out)
 {
 	tf_status st;
 	if (n == 1) {
@@ -313,11 +322,9 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 		return id == TOK_NONE ? TF_OK : tf_ids_push(out, id);
 	}
 	struct cache_ent *ce = NULL;
-	uint64_t h = 0;
 	if (n <= CACHE_KEY) {
-		h = tf_hash_bytes(s, n);
 		ce = &sc->cache[h & (CACHE_SLOTS - 1)];
-		if (ce->hash == h && ce->klen == n && !memcmp(ce->key, s, n)) {
+		if (ce->hash == h && ce->klen == n && same_bytes(ce->key, s, n)) {
 			if ((st = tf_ids_reserve(out, ce->nids)))
 				return st;
 			memcpy(out->v + out->n, ce->ids, ce->nids * sizeof *ce->ids);
@@ -329,13 +336,15 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 		return st;
 	/* Symbols: one per byte that has a token (a byte without one is
 	 * dropped, as Hugging Face drops an unknown character without unk). */
-	int64_t m = 0;
+	if (n > INT32_MAX)
+		return tf_err(TF_ERR_RANGE, "tokenizer: a piece of %zu bytes is too long", n);
+	int32_t m = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t id = tok->byte_id[(uint8_t)s[i]];
 		if (id == TOK_NONE)
 			continue;
 		sc->sym[m] = id;
-		sc->len[m] = 1;
+		sc->alive[m] = 1;
 		sc->prev[m] = m - 1;
 		sc->next[m] = m + 1;
 		m++;
@@ -343,22 +352,25 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 	if (!m)
 		return TF_OK;
 	sc->next[m - 1] = -1;
+	/* The first pair lookups are independent: start their loads together. */
+	for (int32_t i = 0; i + 1 < m; i++)
+		__builtin_prefetch(&tok->merges.slots[mix(pair_key(sc->sym[i], sc->sym[i + 1])) &
+						      tok->merges.mask]);
 	size_t nh = 0;
-	for (int64_t i = 0; i + 1 < m; i++)
+	for (int32_t i = 0; i + 1 < m; i++)
 		if ((st = push_pair(tok, sc, &nh, i)))
 			return st;
 	while (nh) {
 		struct heap_ent top = heap_pop(sc->heap, &nh);
-		int64_t pos = (int64_t)(top.key & ((1ull << 40) - 1));
-		int64_t nx = sc->next[pos];
-		if (!sc->len[pos] || nx < 0)
+		int32_t pos = (int32_t)(top.key & ((1ull << 40) - 1));
+		int32_t nx = sc->next[pos];
+		if (!sc->alive[pos] || nx < 0)
 			continue;
 		uint64_t v = merge_get(&tok->merges, sc->sym[pos], sc->sym[nx]);
 		if (v == EMPTY || (uint32_t)v != top.new_id)
 			continue;
 		sc->sym[pos] = top.new_id;
-		sc->len[pos] += sc->len[nx];
-		sc->len[nx] = 0;
+		sc->alive[nx] = 0;
 		sc->next[pos] = sc->next[nx];
 		if (sc->next[nx] >= 0)
 			sc->prev[sc->next[nx]] = pos;
@@ -368,7 +380,7 @@ static tf_status bpe_word(const struct tf_tok *tok, struct scratch *sc, const ch
 			return st;
 	}
 	size_t first = out->n;
-	for (int64_t i = 0; i >= 0; i = sc->next[i])
+	for (int32_t i = 0; i >= 0; i = sc->next[i])
 		if ((st = tf_ids_push(out, sc->sym[i])))
 			return st;
 	size_t k = out->n - first;
@@ -436,24 +448,57 @@ static tf_status split(const struct tf_tok *tok, struct scratch *sc, size_t step
 }
 
 /* The built-in splitter hands its pieces to BPE through this. */
+/* The splitter hands pieces to BPE through a short queue: a piece's cache
+ * slot is prefetched when it arrives and looked up PIECE_QUEUE pieces later,
+ * so the (4 MiB, mostly out of cache) word cache's latency overlaps the
+ * splitting of the next pieces. Order is kept. */
+#define PIECE_QUEUE 8
 struct piece_ctx {
 	const struct tf_tok *tok;
 	struct scratch *sc;
 	struct tf_ids *out;
+	size_t head, n;
+	struct {
+		const char *s;
+		size_t n;
+		uint64_t h;
+	} q[PIECE_QUEUE];
 };
+
+static tf_status piece_pop(struct piece_ctx *c)
+{
+	size_t i = c->head;
+	c->head = (c->head + 1) % PIECE_QUEUE;
+	c->n--;
+	return bpe_word(c->tok, c->sc, c->q[i].s, c->q[i].n, c->q[i].h, c->out);
+}
 
 static tf_status bpe_piece(void *ctx, const char *s, size_t n)
 {
 	struct piece_ctx *c = ctx;
-	return bpe_word(c->tok, c->sc, s, n, c->out);
+	tf_status st;
+	if (c->n == PIECE_QUEUE && (st = piece_pop(c)))
+		return st;
+	size_t i = (c->head + c->n++) % PIECE_QUEUE;
+	c->q[i].s = s;
+	c->q[i].n = n;
+	c->q[i].h = 0;
+	if (n > 1 && n <= CACHE_KEY) {
+		c->q[i].h = tf_hash_bytes(s, n);
+		__builtin_prefetch(&c->sc->cache[c->q[i].h & (CACHE_SLOTS - 1)]);
+	}
+	return TF_OK;
 }
 
 static tf_status pretokenize(const struct tf_tok *tok, struct scratch *sc, const char *s,
 			     size_t n, struct tf_ids *out)
 {
-	struct piece_ctx c = {tok, sc, out};
-	return tok->fast ? tok_fast_split(s, n, bpe_piece, &c)
-			 : split(tok, sc, 0, s, n, bpe_piece, &c);
+	struct piece_ctx c = {.tok = tok, .sc = sc, .out = out};
+	tf_status st = tok->fast ? tok_fast_split(s, n, bpe_piece, &c)
+				 : split(tok, sc, 0, s, n, bpe_piece, &c);
+	while (!st && c.n)
+		st = piece_pop(&c);
+	return st;
 }
 
 tf_status tok_pretok_pieces(const struct tf_tok *tok, bool fast, const char *s, size_t n,

@@ -1,5 +1,6 @@
 /* detok.c: whole and streaming decode with from_utf8_lossy semantics. */
 #include "text/detok.h"
+#include "text/tok_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,25 +57,40 @@ static size_t char_len(const uint8_t *s, size_t n, size_t *bad)
 
 bool tf_utf8_valid(const void *p, size_t n)
 {
-	const uint8_t *s = p;
-	size_t i = 0;
-	while (i < n) {
-		if (i + 8 <= n) {
+	const uint8_t *s = p, *e = s + n;
+	while (s < e) {
+		if (e - s >= 8) {
 			uint64_t w;
-			memcpy(&w, s + i, 8);
+			memcpy(&w, s, 8);
 			if (!(w & 0x8080808080808080ull)) {
-				i += 8;
+				s += 8;
 				continue;
 			}
 		}
-		if (s[i] < 0x80) {
-			i++;
+		uint8_t c = s[0];
+		if (c < 0x80) {
+			s++;
 			continue;
 		}
-		size_t bad, len = char_len(s + i, n - i, &bad);
-		if (!len)
+		/* the ranges of RFC 3629 (see lead_of) */
+		if (c < 0xC2 || c > 0xF4)
 			return false;
-		i += len;
+		if (c < 0xE0) {
+			if (e - s < 2 || (s[1] & 0xC0) != 0x80)
+				return false;
+			s += 2;
+		} else if (c < 0xF0) {
+			if (e - s < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
+			    (c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F))
+				return false;
+			s += 3;
+		} else {
+			if (e - s < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
+			    (s[3] & 0xC0) != 0x80 || (c == 0xF0 && s[1] < 0x90) ||
+			    (c == 0xF4 && s[1] > 0x8F))
+				return false;
+			s += 4;
+		}
 	}
 	return true;
 }
@@ -116,11 +132,13 @@ tf_status tf_tok_decode(const struct tf_tok *tok, const uint32_t *ids, size_t n,
 	 * always valid. When not, convert the copied bytes lossily. */
 	size_t start = out->len;
 	tf_status st = TF_OK;
+	const char *arena = tok->arena.data;
 	for (size_t i = 0; i < n; i++) {
-		size_t len;
-		const uint8_t *b = tf_tok_bytes(tok, ids[i], &len);
-		if (!b)
+		uint32_t id = ids[i];
+		if (id >= tok->nids || tok->boff[id] == TOK_NONE)
 			continue;
+		const char *b = arena + tok->boff[id];
+		size_t len = tok->blen[id];
 		if (out->cap - out->len <= len + 16 &&
 		    (st = tf_buf_reserve(out, len < 4096 ? 4096 : len + 16)))
 			return st;

@@ -8,7 +8,12 @@
  *           U+180E, so both become explicit classes.
  *   \h, \H  Oniguruma: a hex digit. PCRE2: horizontal space.
  *   \uHHHH  Oniguruma only; becomes \x{HHHH}.
- *   \w \W \b \B and nested classes: refused (the word sets differ). */
+ *   .       any character but LF in Oniguruma; written out as [^\n] so
+ *           PCRE2's newline setting does not matter.
+ *   \w \W \b \B, nested classes, and ^ $ outside a class (line anchors in
+ *           Oniguruma's Ruby syntax): refused.
+ * \d stays: Unicode decimal digits (\p{Nd}) in both, as \s is Unicode in
+ * Hugging Face's Oniguruma (JavaScript's \d, by contrast, is ASCII only). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +100,12 @@ static tf_status translate(const char *re, size_t n, struct tf_buf *out, const c
 			class_start = i + 1 + (i + 1 < n && re[i + 1] == '^');
 			if (class_start < n && re[class_start] == ']')
 				class_start++;
+		} else if (c == '.') {
+			st = tf_buf_puts(out, "[^\\n]");
+			continue;
+		} else if (c == '^' || c == '$') {
+			return tf_err(TF_ERR_UNSUPPORTED,
+				      "%s: regex /%s/: the anchor %c is not implemented", what, re, c);
 		}
 		st = tf_buf_putc(out, c);
 	}

@@ -62,14 +62,17 @@ struct added {
 struct tf_tok {
 	uint64_t serial;          /* unique per load: keys the per-thread caches */
 	uint32_t nids;            /* one past the largest id */
-	char **vkey;              /* [nids] the model's vocab key of each id, or NULL */
+	char **vkey;              /* [nids] the model's vocab key of each id (in
+				   * vkeys), or NULL */
 	uint32_t *vkey_len;       /* [nids] */
+	char *vkeys;              /* every vocab key, NUL-terminated, one block */
+	uint64_t *vtab;           /* vocab key -> id: hash tag << 32 | (id + 1), 0 empty */
+	uint64_t vmask;
 	uint32_t *boff;           /* [nids] offset of the decoded bytes in arena, or
 				   * TOK_NONE for no token */
 	uint32_t *blen;           /* [nids] */
 	struct tf_buf arena;      /* every token's decoded bytes, then 16 zero bytes */
 	int32_t *added_idx;       /* [nids] index into added, or -1 */
-	struct tf_hmap vocab;     /* model vocab key -> id (keys borrowed from vkey) */
 	size_t nvocab;
 	uint32_t byte_id[256];    /* id of each byte's symbol, TOK_NONE if absent */
 	struct merge_table merges;
@@ -87,6 +90,10 @@ struct tf_tok {
 	bool fast;                /* encode uses pretok_fast.c */
 	json_t *rest;             /* the file without vocab, merges and added tokens */
 };
+
+/* tokenizer.c */
+/* The id of the model's vocab key s[0..n), or TOK_NONE. */
+uint32_t tok_vocab_find(const struct tf_tok *tok, const char *s, size_t n);
 
 /* pretok.c */
 tf_status tok_pretok_load(struct tf_tok *tok, const json_t *pre, const char *what);

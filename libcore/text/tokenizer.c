@@ -1,7 +1,7 @@
 /* tokenizer.c: loading a tokenizer.json (validation, vocab, added tokens,
- * the byte-level alphabet), lookups, adding tokens, the V4.1 derivation, and
- * saving back to tokenizer.json. Encoding lives in bpe.c, the pre-tokenizer
- * in pretok.c, decoding in detok.c. */
+ * the byte-level alphabet), lookups, adding tokens and the V4.1 derivation.
+ * Encoding lives in bpe.c, the pre-tokenizer in pretok.c and pretok_fast.c,
+ * saving in tok_save.c, decoding in detok.c. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,33 +324,72 @@ static tf_status check_model(const json_t *m, const char *what)
 	return TF_OK;
 }
 
+static inline bool key_is(const struct tf_tok *tok, uint32_t id, const char *s, size_t n)
+{
+	return tok->vkey_len[id] == n && !memcmp(tok->vkey[id], s, n);
+}
+
+uint32_t tok_vocab_find(const struct tf_tok *tok, const char *s, size_t n)
+{
+	if (!tok->vtab)
+		return TOK_NONE;
+	uint64_t h = tf_hash_bytes(s, n), tag = h >> 32 << 32;
+	for (uint64_t i = h & tok->vmask;; i = (i + 1) & tok->vmask) {
+		uint64_t e = tok->vtab[i];
+		if (!e)
+			return TOK_NONE;
+		if ((e & ~0xFFFFFFFFull) == tag && key_is(tok, (uint32_t)e - 1, s, n))
+			return (uint32_t)e - 1;
+	}
+}
+
+/* The vocab: keys copied into one block, indexed by id and by a compact
+ * open-addressing table (8 bytes a slot, at most half full). */
 static tf_status load_vocab(struct tf_tok *tok, const json_t *vocab, const char *what)
 {
 	const char *key;
+	size_t klen, total = 0;
 	const json_t *v;
 	uint32_t maxid = 0;
-	json_object_foreach((json_t *)vocab, key, v) {
+	json_object_keylen_foreach((json_t *)vocab, key, klen, v) {
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 		    json_integer_value(v) >= MAX_IDS)
 			return tf_err(TF_ERR_FORMAT, "%s: vocab id of '%s' is not in [0, %u)", what, key,
 				      MAX_IDS);
 		if ((uint32_t)json_integer_value(v) > maxid)
 			maxid = (uint32_t)json_integer_value(v);
+		total += klen + 1;
 	}
+	size_t cap = 16;
+	while (cap < 2 * json_object_size(vocab))
+		cap *= 2;
 	tf_status st = grow_ids(tok, maxid + 1);
-	if (st || (st = tf_hmap_reserve(&tok->vocab, json_object_size(vocab))))
+	if (st)
 		return st;
-	json_object_foreach((json_t *)vocab, key, v) {
+	tok->vkeys = malloc(total ? total : 1);
+	tok->vtab = tf_calloc(cap, sizeof *tok->vtab);
+	if (!tok->vkeys || !tok->vtab)
+		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
+	tok->vmask = cap - 1;
+	char *at = tok->vkeys;
+	json_object_keylen_foreach((json_t *)vocab, key, klen, v) {
 		uint32_t id = (uint32_t)json_integer_value(v);
-		size_t len = strlen(key);
 		if (tok->vkey[id])
 			return tf_err(TF_ERR_FORMAT, "%s: vocab id %u is given to '%s' and '%s'", what,
 				      id, tok->vkey[id], key);
-		if (!(tok->vkey[id] = tf_strndup(key, len)))
-			return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory");
-		tok->vkey_len[id] = (uint32_t)len;
-		if ((st = tf_hmap_put_str(&tok->vocab, tok->vkey[id], len, id)) ||
-		    (st = token_bytes(tok, id, key, len)))
+		if (klen > UINT32_MAX)
+			return tf_err(TF_ERR_FORMAT, "%s: a vocab key is too long", what);
+		memcpy(at, key, klen);
+		at[klen] = 0;
+		tok->vkey[id] = at;
+		tok->vkey_len[id] = (uint32_t)klen;
+		at += klen + 1;
+		uint64_t h = tf_hash_bytes(key, klen), i = h & tok->vmask;
+		for (; tok->vtab[i]; i = (i + 1) & tok->vmask)
+			if (key_is(tok, (uint32_t)tok->vtab[i] - 1, key, klen))
+				return tf_err(TF_ERR_FORMAT, "%s: vocab key '%s' appears twice", what, key);
+		tok->vtab[i] = h >> 32 << 32 | (id + 1);
+		if ((st = token_bytes(tok, id, key, klen)))
 			return st;
 		tok->nvocab++;
 	}
@@ -364,8 +403,7 @@ static tf_status load_vocab(struct tf_tok *tok, const json_t *vocab, const char 
 			s[n++] = (char)(0xC0 | cp >> 6);
 			s[n++] = (char)(0x80 | (cp & 0x3F));
 		}
-		uintptr_t id;
-		tok->byte_id[b] = tf_hmap_get_str(&tok->vocab, s, n, &id) ? (uint32_t)id : TOK_NONE;
+		tok->byte_id[b] = tok_vocab_find(tok, s, n);
 	}
 	return TF_OK;
 }
@@ -433,7 +471,6 @@ tf_status tf_tok_load_mem(const char *text, size_t n, const char *what, struct t
 		goto out;
 	}
 	tok->serial = atomic_fetch_add(&next_serial, 1);
-	tf_hmap_init(&tok->vocab, TF_HMAP_STR);
 	tf_hmap_init(&tok->added_map, TF_HMAP_STR);
 	if ((st = load_root(tok, root, what)))
 		goto out;
@@ -462,8 +499,8 @@ void tf_tok_free(struct tf_tok *tok)
 {
 	if (!tok)
 		return;
-	for (uint32_t i = 0; i < tok->nids; i++)
-		free(tok->vkey[i]);
+	free(tok->vkeys);
+	free(tok->vtab);
 	free(tok->vkey);
 	free(tok->vkey_len);
 	free(tok->boff);
@@ -473,7 +510,6 @@ void tf_tok_free(struct tf_tok *tok)
 	for (size_t i = 0; i < tok->nadded; i++)
 		free(tok->added[i].content);
 	free(tok->added);
-	tf_hmap_release(&tok->vocab);
 	tf_hmap_release(&tok->added_map);
 	free(tok->raw_trie.nodes);
 	free(tok->norm_trie.nodes);
@@ -496,9 +532,8 @@ int64_t tf_tok_id_of(const struct tf_tok *tok, const char *piece)
 	size_t n = strlen(piece);
 	if (tf_hmap_get_str(&tok->added_map, piece, n, &v))
 		return tok->added[v].id;
-	if (tf_hmap_get_str(&tok->vocab, piece, n, &v))
-		return (int64_t)v;
-	return -1;
+	uint32_t id = tok_vocab_find(tok, piece, n);
+	return id == TOK_NONE ? -1 : (int64_t)id;
 }
 
 const char *tf_tok_piece(const struct tf_tok *tok, uint32_t id, size_t *len)
@@ -598,79 +633,4 @@ tf_status tf_tok_add_v41_markers(struct tf_tok *tok, uint32_t limit)
 			return st;
 	}
 	return TF_OK;
-}
-
-/* ---- saving ---- */
-
-static json_t *pair_json(const struct tf_tok *tok, const uint32_t m[2])
-{
-	if (tok->merges_as_pairs)
-		return json_pack("[s#s#]", tok->vkey[m[0]], (int)tok->vkey_len[m[0]], tok->vkey[m[1]],
-				 (int)tok->vkey_len[m[1]]);
-	size_t a = tok->vkey_len[m[0]], b = tok->vkey_len[m[1]];
-	char *s = malloc(a + b + 1);
-	if (!s)
-		return NULL;
-	memcpy(s, tok->vkey[m[0]], a);
-	s[a] = ' ';
-	memcpy(s + a + 1, tok->vkey[m[1]], b);
-	json_t *j = json_stringn_nocheck(s, a + b + 1);
-	free(s);
-	return j;
-}
-
-static tf_status build_json(const struct tf_tok *tok, json_t **out)
-{
-	json_t *root = json_deep_copy(tok->rest);
-	json_t *added = json_array(), *vocab = json_object(), *merges = json_array();
-	if (!root || !added || !vocab || !merges)
-		goto nomem;
-	for (size_t i = 0; i < tok->nadded; i++) {
-		const struct added *a = &tok->added[i];
-		json_t *o = json_pack("{s:I,s:s#,s:b,s:b,s:b,s:b,s:b}", "id", (json_int_t)a->id,
-				      "content", a->content, (int)a->len, "single_word", 0, "lstrip",
-				      0, "rstrip", 0, "normalized", !!(a->flags & TF_TOK_NORMALIZED),
-				      "special", !!(a->flags & TF_TOK_SPECIAL));
-		if (!o || json_array_append_new(added, o))
-			goto nomem;
-	}
-	for (uint32_t id = 0; id < tok->nids; id++)
-		if (tok->vkey[id] &&
-		    json_object_setn_new_nocheck(vocab, tok->vkey[id], tok->vkey_len[id],
-						 json_integer(id)))
-			goto nomem;
-	for (size_t r = 0; r < tok->nmerges; r++) {
-		json_t *m = pair_json(tok, tok->merge_list[r]);
-		if (!m || json_array_append_new(merges, m))
-			goto nomem;
-	}
-	json_t *model = json_object_get(root, "model");
-	json_object_set_new(root, "added_tokens", added);
-	json_object_set_new(model, "vocab", vocab);
-	json_object_set_new(model, "merges", merges);
-	*out = root;
-	return TF_OK;
-nomem:
-	json_decref(root);
-	json_decref(added);
-	json_decref(vocab);
-	json_decref(merges);
-	return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory while saving");
-}
-
-tf_status tf_tok_save(const struct tf_tok *tok, struct tf_buf *out)
-{
-	json_t *root;
-	tf_status st = build_json(tok, &root);
-	if (st)
-		return st;
-	char *s = json_dumps(root, JSON_INDENT(2));
-	json_decref(root);
-	if (!s)
-		return tf_err(TF_ERR_NOMEM, "tokenizer: out of memory while saving");
-	st = tf_buf_puts(out, s);
-	if (!st)
-		st = tf_buf_putc(out, '\n');
-	free(s);
-	return st;
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh: helpers for CLI tests; source it first. Each helper prints what it
 # expected and what it got, then fails the test.
 set -eu

@@ -156,6 +156,9 @@ const fixed = ['', ' ', '  ', '\n', '\r\n', ' \n ', 'a', '3333333', '1234567890'
 	'Hello\n\n\nworld', '\t\tx', '   \n\t  y', 'a  b   c    d', "I'm he's we'd", 'ปลา', 'ខ្មែរ',
 	'🤖🤖', '<｜User｜>', 'x<｜User｜>y', '<｜begin▁of▁sentence｜><｜begin▁of▁sentence｜>',
 	'\u00a0\u00a0x', 'x\u3000\u3000', '\u0085', 'a\u0085b', 'a\ufeffb', '\u180e', 'a\u180eb', 'ab\u2028cd'];
+// Long runs: one BPE word of thousands of symbols, long space runs.
+fixed.push('a'.repeat(5000), 'ab'.repeat(2000), '中'.repeat(2000), ' '.repeat(3000) + 'x',
+	'é'.repeat(2000), '😀'.repeat(1000), '\n'.repeat(2000) + 'y', 'x' + '\t '.repeat(1500));
 const out = [];
 for (const t of fixed) out.push(t);
 while (out.length < N) {

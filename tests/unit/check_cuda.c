@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "cuda/arena.h"
 #include "cuda/driver.h"
+#include "cuda/exl3_gemv.h"
 #include "cuda/module.h"
 
 static char tmpdir[256];
@@ -334,6 +335,71 @@ START_TEST(module_build)
 }
 END_TEST
 
+/* How the EXL3 GEMV cuts K: every 128-block in exactly one slice, about
+ * blocks_per_sm blocks per processor, one slice when N alone fills the
+ * device. */
+START_TEST(exl3_plan)
+{
+	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {5120, 129280}, {128, 128},
+	                                     {1280, 32768}, {8192, 5120}};
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct tf_exl3_geom g = {shapes[i][0], shapes[i][1], 4, TF_EXL3_CB_MUL1};
+		struct tf_cu_exl3_plan p;
+		tf_cu_exl3_plan(&g, 3, 132, 4, &p);
+		ck_assert_uint_eq(p.grid_x, g.n / 128);
+		ck_assert_uint_eq(p.rows_tmpl, 4);
+		unsigned kb = g.k / 128;
+		ck_assert_uint_ge(p.slices * p.chunks_per_slice, kb);
+		ck_assert_uint_lt((p.slices - 1) * p.chunks_per_slice, kb); /* no empty slice */
+		/* At least half the 528 blocks aimed at, unless K runs out first. */
+		unsigned most = p.grid_x * kb, blocks = p.grid_x * p.slices;
+		ck_assert_uint_ge(blocks, most < 264 ? most : 264);
+		if (p.grid_x >= 528)
+			ck_assert_uint_eq(p.slices, 1);
+	}
+	struct tf_exl3_geom g = {5120, 2304, 2, TF_EXL3_CB_3INST};
+	struct tf_cu_exl3_plan p;
+	tf_cu_exl3_plan(&g, 1, 132, 4, &p);
+	ck_assert_uint_eq(p.chunks_per_slice, 2);
+	ck_assert_uint_eq(p.slices, 20);
+	ck_assert_uint_eq(p.rows_tmpl, 1);
+	tf_cu_exl3_plan(&g, 16, 1, 1, &p); /* one processor: one slice */
+	ck_assert_uint_eq(p.slices, 1);
+	ck_assert_uint_eq(p.rows_tmpl, 16);
+}
+END_TEST
+
+/* The launcher's checks, on the fake driver (whose launch does nothing). */
+START_TEST(exl3_gemv_args)
+{
+	setenv("TF_CUDA_LIBRARY", fake_lib(""), 1);
+	struct tf_cu_device dev;
+	ck_assert_int_eq(tf_cu_device_open(0, &dev), TF_OK);
+	struct tf_cu_exl3_layer L = {.g = {512, 256, 4, TF_EXL3_CB_MUL1}, .trellis = 1, .suh = 1, .svh = 1};
+	struct tf_cu_exl3_ws ws;
+	ck_assert_int_eq(tf_cu_exl3_ws_init(&ws, 128), TF_OK);
+	tf_status st = tf_cu_exl3_gemv(&L, 1, 17, 1, false, &ws, 4, 4, NULL);
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "17 rows"));
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 0, 1, false, &ws, 4, 4, NULL), TF_ERR_ARG);
+	st = tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, NULL); /* 256 > 128 columns */
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "workspace"));
+	L.g.k = 500;
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, NULL), TF_ERR_ARG);
+	tf_cu_exl3_ws_release(&ws);
+	ck_assert_int_eq(tf_cu_exl3_ws_init(&ws, 256), TF_OK);
+	L.g.k = 512;
+#if TF_CUDA
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_OK);
+#else
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_ERR_UNAVAILABLE);
+#endif
+	tf_cu_exl3_ws_release(&ws);
+	cleanup();
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
 	Suite *s = suite_create("cuda");
@@ -350,6 +416,8 @@ Suite *suite_cuda(void)
 	tcase_add_test(tc, attr_table_matches_cuda_h);
 	tcase_add_test(tc, plain_backend_on_fake);
 	tcase_add_test(tc, module_build);
+	tcase_add_test(tc, exl3_plan);
+	tcase_add_test(tc, exl3_gemv_args);
 	suite_add_tcase(s, tc);
 	return s;
 }

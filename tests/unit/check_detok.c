@@ -77,6 +77,8 @@ START_TEST(stream_equals_whole_for_every_split)
 		tf_status st;
 		tf_buf_reset(&whole);
 		tf_utf8_lossy(s, n, true, &whole, &st);
+		/* valid exactly when the lossy conversion changes nothing */
+		ck_assert_int_eq(tf_utf8_valid(s, n), whole.len == n && !memcmp(whole.data, s, n));
 		/* every two-way split, then byte by byte */
 		for (size_t cut = 0; cut <= n + 1; cut++) {
 			struct tf_detok d;

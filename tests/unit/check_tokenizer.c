@@ -178,6 +178,11 @@ static const char *const refusals[][3] = {
 	 "\"use_regex\":false}]}",
 	 "Removed"},
 	{"pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":true}", "add_prefix_space"},
+	{"pre_tokenizer",
+	 "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"^a\"},"
+	 "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+	 "\"use_regex\":false}]}",
+	 "anchor"},
 	{"added_tokens", "[{\"id\":5000,\"content\":\"x\",\"single_word\":true}]", "single_word"},
 	{"added_tokens", "[{\"id\":5000,\"content\":\"x\",\"lstrip\":true}]", "lstrip"},
 };

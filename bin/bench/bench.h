@@ -1,0 +1,31 @@
+/* bench.h: what the modes of tf-bench share: the parsed options (one
+ * table for the program, in tf-bench.c) and the argument-list parsers. Each
+ * mode lives in its own file of this folder, linked into tf-bench only. */
+#ifndef TF_BENCH_BENCH_H
+#define TF_BENCH_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct bench_opts {
+	const char *backend;            /* kernels: cuda or cpu */
+	const char *shapes, *bits, *rows, *codebook;
+	int64_t iters, device, blocks_per_sm, threads;
+	double seconds;
+	bool json, no_cublas;
+};
+
+extern struct bench_opts bench;
+
+/* tf-bench kernels on the GPU (kernels_cuda.c) and on the CPU (kernels_cpu.c). */
+int bench_kernels_cuda(void);
+int bench_kernels_cpu(void);
+
+/* "a,b,c" of integers in [lo, hi] into v (at most max); usage error if bad. */
+int bench_parse_list(const char *s, const char *what, int64_t lo, int64_t hi, int64_t *v, int max);
+/* "KxN,..." or "dsv41" (the release's expert, attention and head shapes). */
+int bench_parse_shapes(const char *s, uint32_t (*v)[2], int max);
+/* "3inst,mcg,mul1" or "all" into codebook numbers 0, 1, 2. */
+int bench_parse_codebooks(const char *s, int *v);
+
+#endif

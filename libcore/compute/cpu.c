@@ -1,0 +1,451 @@
+/* cpu.c: the CPU backend: the table, memory, tensors, and the dense ops
+ * (convert, linear, embed, rmsnorm, rope). The other ops live in
+ * cpu_attn.c (attention, compressor, indexer), cpu_moe.c (routing, SwiGLU,
+ * combine), cpu_mhc.c (mHC, Engram gate) and cpu_sample.c. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "compute/cpu_impl.h"
+
+size_t tf_dt_size(enum tf_dt dt)
+{
+	switch (dt) {
+	case TF_DT_F32:
+	case TF_DT_I32:
+		return 4;
+	case TF_DT_BF16:
+	case TF_DT_F16:
+		return 2;
+	case TF_DT_U8:
+		return 1;
+	}
+	return 0;
+}
+
+const char *tf_dt_name(enum tf_dt dt)
+{
+	static const char *const names[] = {"f32", "bf16", "f16", "i32", "u8"};
+	return (unsigned)dt < sizeof names / sizeof *names ? names[dt] : "?";
+}
+
+int64_t tf_tensor_numel(const struct tf_tensor *t)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= t->shape[i];
+	return n;
+}
+
+size_t tf_tensor_bytes(const struct tf_tensor *t)
+{
+	return (size_t)tf_tensor_numel(t) * tf_dt_size(t->dt);
+}
+
+int64_t tf_tensor_cols(const struct tf_tensor *t)
+{
+	return t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
+}
+
+int64_t tf_tensor_rows(const struct tf_tensor *t)
+{
+	int64_t c = tf_tensor_cols(t);
+	return c ? tf_tensor_numel(t) / c : 0;
+}
+
+static struct tf_tensor tensor_va(void *data, enum tf_dt dt, int ndim, va_list ap)
+{
+	struct tf_tensor t = {.data = data, .dt = dt, .ndim = ndim};
+	for (int i = 0; i < TF_TENSOR_MAXDIM; i++)
+		t.shape[i] = 1;
+	for (int i = 0; i < ndim && i < TF_TENSOR_MAXDIM; i++)
+		t.shape[i] = va_arg(ap, int64_t);
+	return t;
+}
+
+struct tf_tensor tf_tensor_make(void *data, enum tf_dt dt, int ndim, ...)
+{
+	va_list ap;
+	va_start(ap, ndim);
+	struct tf_tensor t = tensor_va(data, dt, ndim, ap);
+	va_end(ap);
+	return t;
+}
+
+tf_status tf_be_tensor(struct tf_be *be, struct tf_tensor *t, enum tf_dt dt, int ndim, ...)
+{
+	if (ndim < 1 || ndim > TF_TENSOR_MAXDIM)
+		return tf_err(TF_ERR_ARG, "tensor: %d dimensions (1..4)", ndim);
+	va_list ap;
+	va_start(ap, ndim);
+	*t = tensor_va(NULL, dt, ndim, ap);
+	va_end(ap);
+	return be->ops->alloc(be, t);
+}
+
+void tf_be_free(struct tf_be *be)
+{
+	if (be)
+		be->ops->free(be);
+}
+
+void tf_rope_freqs_plain(struct tf_rope_freqs *rf, int dim, double theta)
+{
+	rf->dim = dim;
+	for (int i = 0; i < dim / 2; i++)
+		rf->f[i] = pow(theta, -2.0 * i / dim);
+}
+
+void tf_rope_freqs_yarn(struct tf_rope_freqs *rf, int dim, double theta, double factor,
+			double orig_max, double beta_fast, double beta_slow)
+{
+	double c_fast = dim * log(orig_max / (2 * M_PI * beta_fast)) / (2 * log(theta));
+	double c_slow = dim * log(orig_max / (2 * M_PI * beta_slow)) / (2 * log(theta));
+	double lo = fmax(floor(c_fast), 0), hi = fmin(ceil(c_slow), dim - 1);
+	if (hi <= lo)
+		hi = lo + 1; /* a zero-width ramp would divide by zero */
+	rf->dim = dim;
+	for (int i = 0; i < dim / 2; i++) {
+		double b = pow(theta, -2.0 * i / dim);
+		double ramp = fmin(fmax((i - lo) / (hi - lo), 0), 1);
+		rf->f[i] = b * (1 - ramp) + b / factor * ramp;
+	}
+}
+
+tf_status cpu_check(const char *op, const char *what, const struct tf_tensor *t, unsigned dts,
+		    int64_t n)
+{
+	if (!t || !t->data)
+		return tf_err(TF_ERR_ARG, "%s: %s: no tensor", op, what);
+	if (!(dts & (1u << t->dt)))
+		return tf_err(TF_ERR_ARG, "%s: %s: dtype %s not taken", op, what, tf_dt_name(t->dt));
+	if (n >= 0 && tf_tensor_numel(t) != n)
+		return tf_err(TF_ERR_ARG, "%s: %s: %lld elements, want %lld", op, what,
+			      (long long)tf_tensor_numel(t), (long long)n);
+	return TF_OK;
+}
+
+float cpu_rms_scale(const float *x, int64_t n, float eps)
+{
+	float ms = cpu_sumsq(x, n) / (float)n;
+	return 1.0f / sqrtf(ms + eps);
+}
+
+/* ---- memory ---- */
+
+static tf_status cpu_alloc(struct tf_be *be, struct tf_tensor *t)
+{
+	size_t n = tf_tensor_bytes(t);
+	t->data = tf_alloc_aligned(64, n ? n : 64);
+	if (!t->data)
+		return tf_err(TF_ERR_NOMEM, "cpu: cannot allocate %zu bytes", n);
+	return TF_OK;
+}
+
+static void cpu_release(struct tf_be *be, struct tf_tensor *t)
+{
+	free(t->data);
+	t->data = NULL;
+}
+
+static tf_status cpu_upload(struct tf_be *be, struct tf_tensor *t, const void *src)
+{
+	memcpy(t->data, src, tf_tensor_bytes(t));
+	return TF_OK;
+}
+
+static tf_status cpu_download(struct tf_be *be, const struct tf_tensor *t, void *dst)
+{
+	memcpy(dst, t->data, tf_tensor_bytes(t));
+	return TF_OK;
+}
+
+static tf_status cpu_sync(struct tf_be *be)
+{
+	return TF_OK;
+}
+
+/* ---- convert ---- */
+
+static tf_status cpu_convert(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t n = tf_tensor_numel(x);
+	if ((st = cpu_check("convert", "x", x, DT_FLOAT, -1)) ||
+	    (st = cpu_check("convert", "y", y, DT_FLOAT, n)))
+		return st;
+	float buf[256];
+	for (int64_t i = 0; i < n; i += 256) {
+		int64_t m = n - i < 256 ? n - i : 256;
+		cpu_load(x, i, m, buf);
+		cpu_store(y, i, m, buf);
+	}
+	return TF_OK;
+}
+
+/* ---- linear: threads over blocks of output columns ---- */
+
+struct linear_job {
+	const struct tf_tensor *x, *w;
+	struct tf_tensor *y;
+	const float *xf;  /* x as f32 [R, K] */
+	float *wbuf;      /* per worker [K] */
+	float *ybuf;      /* per worker [R] */
+	int64_t R, K, N;
+};
+
+static void linear_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct linear_job *j = ctx;
+	float *wr = cpu_scratch(j->wbuf, worker, j->K);
+	for (size_t n = begin; n < end; n++) {
+		const float *wrow;
+		if (j->w->dt == TF_DT_F32) {
+			wrow = (const float *)j->w->data + (int64_t)n * j->K;
+		} else {
+			cpu_load(j->w, (int64_t)n * j->K, j->K, wr);
+			wrow = wr;
+		}
+		for (int64_t r = 0; r < j->R; r++) {
+			float v = cpu_dot(j->xf + r * j->K, wrow, j->K);
+			cpu_store(j->y, r * j->N + (int64_t)n, 1, &v);
+		}
+	}
+}
+
+static tf_status cpu_linear(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
+			    struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t K = tf_tensor_cols(x), R = tf_tensor_rows(x);
+	int64_t N = tf_tensor_rows(w);
+	if ((st = cpu_check("linear", "x", x, DT_FLOAT, -1)) ||
+	    (st = cpu_check("linear", "w", w, DT_FLOAT, -1)) ||
+	    (st = cpu_check("linear", "y", y, DT_F32 | DT_BF16, R * N)))
+		return st;
+	if (tf_tensor_cols(w) != K)
+		return tf_err(TF_ERR_ARG, "linear: x has %lld columns, w %lld", (long long)K,
+			      (long long)tf_tensor_cols(w));
+	int workers = tf_pool_size(cpu_pool(be));
+	float *xf = tf_alloc_array((size_t)(R * K), sizeof *xf);
+	float *wbuf = tf_alloc_array((size_t)(workers * K), sizeof *wbuf);
+	if (!xf || !wbuf) {
+		free(xf);
+		free(wbuf);
+		return tf_err(TF_ERR_NOMEM, "linear: out of memory");
+	}
+	cpu_load(x, 0, R * K, xf);
+	struct linear_job j = {.x = x, .w = w, .y = y, .xf = xf, .wbuf = wbuf, .R = R, .K = K,
+			       .N = N};
+	tf_pool_for(cpu_pool(be), (size_t)N, 16, linear_part, &j);
+	free(xf);
+	free(wbuf);
+	return TF_OK;
+}
+
+/* ---- embedding ---- */
+
+static tf_status cpu_embed(struct tf_be *be, const struct tf_tensor *table, int64_t vocab_lo,
+			   const struct tf_tensor *ids, struct tf_tensor *out)
+{
+	tf_status st;
+	int64_t R = tf_tensor_numel(ids), D = tf_tensor_cols(table), V = tf_tensor_rows(table);
+	if ((st = cpu_check("embed", "table", table, DT_BF16, -1)) ||
+	    (st = cpu_check("embed", "ids", ids, DT_I32, -1)) ||
+	    (st = cpu_check("embed", "out", out, DT_BF16, -1)))
+		return st;
+	int64_t C = tf_tensor_numel(out) / (R ? R : 1) / D;
+	if (tf_tensor_cols(out) != D || R * C * D != tf_tensor_numel(out))
+		return tf_err(TF_ERR_ARG, "embed: out is not [R, C, %lld]", (long long)D);
+	const uint16_t *tab = table->data;
+	uint16_t *o = out->data;
+	for (int64_t r = 0; r < R; r++) {
+		int64_t id = cpu_i32(ids)[r] - vocab_lo;
+		for (int64_t c = 0; c < C; c++) {
+			uint16_t *dst = o + (r * C + c) * D;
+			if (id >= 0 && id < V)
+				memcpy(dst, tab + id * D, (size_t)D * 2);
+			else
+				memset(dst, 0, (size_t)D * 2);
+		}
+	}
+	return TF_OK;
+}
+
+/* ---- rmsnorm ---- */
+
+struct norm_job {
+	const struct tf_tensor *x;
+	struct tf_tensor *y;
+	const float *w;
+	float *buf;
+	int64_t n;
+	float eps;
+};
+
+static void norm_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct norm_job *j = ctx;
+	float *v = cpu_scratch(j->buf, worker, j->n);
+	for (size_t r = begin; r < end; r++) {
+		cpu_load(j->x, (int64_t)r * j->n, j->n, v);
+		float s = cpu_rms_scale(v, j->n, j->eps);
+		for (int64_t i = 0; i < j->n; i++)
+			v[i] = v[i] * s * j->w[i];
+		cpu_store(j->y, (int64_t)r * j->n, j->n, v);
+	}
+}
+
+static tf_status cpu_rmsnorm(struct tf_be *be, const struct tf_tensor *x,
+			     const struct tf_tensor *w, float eps, struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t n = tf_tensor_cols(x), R = tf_tensor_rows(x);
+	if ((st = cpu_check("rmsnorm", "x", x, DT_FLOAT, -1)) ||
+	    (st = cpu_check("rmsnorm", "w", w, DT_FLOAT, n)) ||
+	    (st = cpu_check("rmsnorm", "y", y, DT_F32 | DT_BF16, R * n)))
+		return st;
+	int workers = tf_pool_size(cpu_pool(be));
+	float *wf = tf_alloc_array((size_t)n, sizeof *wf);
+	float *buf = tf_alloc_array((size_t)(n * workers), sizeof *buf);
+	if (!wf || !buf) {
+		free(wf);
+		free(buf);
+		return tf_err(TF_ERR_NOMEM, "rmsnorm: out of memory");
+	}
+	cpu_load(w, 0, n, wf);
+	struct norm_job j = {.x = x, .y = y, .w = wf, .buf = buf, .n = n, .eps = eps};
+	tf_pool_for(cpu_pool(be), (size_t)R, 4, norm_part, &j);
+	free(wf);
+	free(buf);
+	return TF_OK;
+}
+
+/* ---- rope ---- */
+
+struct rope_job {
+	const struct tf_tensor *x;
+	struct tf_tensor *y;
+	const int32_t *pos;
+	const struct tf_rope_freqs *rf;
+	float *buf;
+	int64_t H, n;
+	int inverse;
+};
+
+static void rope_part(void *ctx, size_t begin, size_t end, int worker)
+{
+	struct rope_job *j = ctx;
+	int half = j->rf->dim / 2;
+	float *v = cpu_scratch(j->buf, worker, j->n + 2 * half);
+	float *cs = v + j->n, *sn = cs + half;
+	for (size_t r = begin; r < end; r++) {
+		double t = j->pos[r];
+		for (int i = 0; i < half; i++) {
+			double a = t * j->rf->f[i];
+			cs[i] = (float)cos(a);
+			sn[i] = j->inverse ? -(float)sin(a) : (float)sin(a);
+		}
+		for (int64_t h = 0; h < j->H; h++) {
+			int64_t off = ((int64_t)r * j->H + h) * j->n;
+			cpu_load(j->x, off, j->n, v);
+			float *tail = v + j->n - j->rf->dim;
+			for (int i = 0; i < half; i++) {
+				float a = tail[2 * i], b = tail[2 * i + 1];
+				tail[2 * i] = a * cs[i] - b * sn[i];
+				tail[2 * i + 1] = a * sn[i] + b * cs[i];
+			}
+			cpu_store(j->y, off, j->n, v);
+		}
+	}
+}
+
+static tf_status cpu_rope(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *pos,
+			  const struct tf_rope_freqs *rf, int inverse, struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t R = tf_tensor_numel(pos), n = tf_tensor_cols(x);
+	if ((st = cpu_check("rope", "x", x, DT_F32 | DT_BF16, -1)) ||
+	    (st = cpu_check("rope", "pos", pos, DT_I32, -1)) ||
+	    (st = cpu_check("rope", "y", y, DT_F32 | DT_BF16, tf_tensor_numel(x))))
+		return st;
+	if (!rf || rf->dim <= 0 || rf->dim % 2 || rf->dim > 128 || rf->dim > n)
+		return tf_err(TF_ERR_ARG, "rope: rotated dims %d do not fit %lld", rf ? rf->dim : 0,
+			      (long long)n);
+	if (R == 0 || tf_tensor_numel(x) % (R * n))
+		return tf_err(TF_ERR_ARG, "rope: x is not [%lld, H, %lld]", (long long)R,
+			      (long long)n);
+	int workers = tf_pool_size(cpu_pool(be));
+	float *buf = tf_alloc_array((size_t)workers, (size_t)(n + rf->dim) * sizeof(float));
+	if (!buf)
+		return tf_err(TF_ERR_NOMEM, "rope: out of memory");
+	struct rope_job j = {.x = x, .y = y, .pos = cpu_i32(pos), .rf = rf, .buf = buf,
+			     .H = tf_tensor_numel(x) / (R * n), .n = n, .inverse = inverse};
+	tf_pool_for(cpu_pool(be), (size_t)R, 1, rope_part, &j);
+	free(buf);
+	return TF_OK;
+}
+
+/* ---- the table ---- */
+
+static void cpu_free(struct tf_be *be)
+{
+	struct cpu_be *c = be->impl;
+	tf_pool_free(c->pool);
+	free(c);
+	free(be);
+}
+
+static const struct tf_ops cpu_ops = {
+	.name = "cpu",
+	.alloc = cpu_alloc,
+	.release = cpu_release,
+	.upload = cpu_upload,
+	.download = cpu_download,
+	.sync = cpu_sync,
+	.convert = cpu_convert,
+	.linear = cpu_linear,
+	.exl3_matmul = NULL, /* the EXL3 codec fills these */
+	.exl3_matmul_experts = NULL,
+	.embed = cpu_embed,
+	.rmsnorm = cpu_rmsnorm,
+	.rope = cpu_rope,
+	.attention = cpu_attention,
+	.compressor = cpu_compressor,
+	.index_score = cpu_index_score,
+	.index_topk = cpu_index_topk,
+	.candidate_blocks = cpu_candidate_blocks,
+	.moe_route = cpu_moe_route,
+	.swiglu = cpu_swiglu,
+	.moe_combine = cpu_moe_combine,
+	.hc_mix = cpu_hc_mix,
+	.hc_collapse = cpu_hc_collapse,
+	.hc_post = cpu_hc_post,
+	.engram_gate = cpu_engram_gate,
+	.sample = cpu_sample,
+	.free = cpu_free,
+};
+
+tf_status tf_cpu_be_new(int threads, struct tf_be **out)
+{
+	*out = NULL;
+	struct tf_be *be = calloc(1, sizeof *be);
+	struct cpu_be *c = calloc(1, sizeof *c);
+	if (!be || !c) {
+		free(be);
+		free(c);
+		return tf_err(TF_ERR_NOMEM, "cpu backend: out of memory");
+	}
+	tf_status st = tf_pool_new(threads, &c->pool);
+	if (st) {
+		free(be);
+		free(c);
+		return st;
+	}
+	be->ops = &cpu_ops;
+	be->impl = c;
+	*out = be;
+	return TF_OK;
+}

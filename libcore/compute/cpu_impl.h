@@ -1,0 +1,167 @@
+/* cpu_impl.h: what the CPU backend's files (cpu_*.c) share: the backend
+ * state, row loads and stores in fp32, and argument checks. Internal to
+ * libcore/compute; the public interface is ops.h. */
+#ifndef TF_COMPUTE_CPU_IMPL_H
+#define TF_COMPUTE_CPU_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/f16.h"
+#include "base/thread.h"
+#include "compute/ops.h"
+
+struct cpu_be {
+	struct tf_pool *pool;
+};
+
+static inline struct tf_pool *cpu_pool(struct tf_be *be)
+{
+	return ((struct cpu_be *)be->impl)->pool;
+}
+
+/* dtype bit masks for cpu_check */
+#define DT_F32 (1u << TF_DT_F32)
+#define DT_BF16 (1u << TF_DT_BF16)
+#define DT_F16 (1u << TF_DT_F16)
+#define DT_I32 (1u << TF_DT_I32)
+#define DT_U8 (1u << TF_DT_U8)
+#define DT_FLOAT (DT_F32 | DT_BF16 | DT_F16)
+
+/* TF_ERR_ARG naming op and what unless t is non-NULL with data, its dtype
+ * in dts and numel == n (n < 0: any). */
+tf_status cpu_check(const char *op, const char *what, const struct tf_tensor *t, unsigned dts,
+		    int64_t n);
+
+/* n values of t from element offset off, as fp32. */
+static inline void cpu_load(const struct tf_tensor *t, int64_t off, int64_t n, float *dst)
+{
+	switch (t->dt) {
+	case TF_DT_F32: {
+		const float *s = (const float *)t->data + off;
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = s[i];
+		break;
+	}
+	case TF_DT_BF16: {
+		const uint16_t *s = (const uint16_t *)t->data + off;
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = tf_bf16_to_f32(s[i]);
+		break;
+	}
+	case TF_DT_F16: {
+		const uint16_t *s = (const uint16_t *)t->data + off;
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = tf_f16_to_f32(s[i]);
+		break;
+	}
+	default:
+		for (int64_t i = 0; i < n; i++)
+			dst[i] = 0;
+	}
+}
+
+/* n fp32 values into t from element offset off, rounded to nearest even
+ * when t is bf16 or f16. */
+static inline void cpu_store(struct tf_tensor *t, int64_t off, int64_t n, const float *src)
+{
+	switch (t->dt) {
+	case TF_DT_F32: {
+		float *d = (float *)t->data + off;
+		for (int64_t i = 0; i < n; i++)
+			d[i] = src[i];
+		break;
+	}
+	case TF_DT_BF16: {
+		uint16_t *d = (uint16_t *)t->data + off;
+		for (int64_t i = 0; i < n; i++)
+			d[i] = tf_f32_to_bf16(src[i]);
+		break;
+	}
+	case TF_DT_F16: {
+		uint16_t *d = (uint16_t *)t->data + off;
+		for (int64_t i = 0; i < n; i++)
+			d[i] = tf_f32_to_f16(src[i]);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static inline const int32_t *cpu_i32(const struct tf_tensor *t)
+{
+	return (const int32_t *)t->data;
+}
+
+/* The fp32 dot product of n values in 8 interleaved partial sums (a fixed
+ * order the compiler can vectorise), the partials added pairwise. */
+static inline float cpu_dot(const float *a, const float *b, int64_t n)
+{
+	float s[8] = {0};
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		for (int j = 0; j < 8; j++)
+			s[j] += a[i + j] * b[i + j];
+	for (int j = 0; i < n; i++, j++)
+		s[j] += a[i] * b[i];
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* Sum of squares in the same order. */
+static inline float cpu_sumsq(const float *a, int64_t n)
+{
+	return cpu_dot(a, a, n);
+}
+
+/* (mean(x^2) + eps)^-1/2 in fp32. */
+float cpu_rms_scale(const float *x, int64_t n, float eps);
+
+/* Per-thread scratch: n floats for worker w of a call, from one block
+ * allocated by the caller (workers * n floats). */
+static inline float *cpu_scratch(float *block, int worker, int64_t n)
+{
+	return block + (int64_t)worker * n;
+}
+
+/* The sampling op (cpu_sample.c). */
+tf_status cpu_sample(struct tf_be *be, const struct tf_tensor *logits,
+		     const struct tf_sample_params *params, const int64_t *positions,
+		     int32_t *tokens);
+
+/* Op entry points by file, so cpu.c can fill the table. */
+tf_status cpu_attention(struct tf_be *be, const struct tf_tensor *q, const struct tf_tensor *keys,
+			const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
+			const struct tf_tensor *sink, struct tf_tensor *out);
+tf_status cpu_compressor(struct tf_be *be, const struct tf_tensor *u, const struct tf_tensor *g,
+			 const struct tf_tensor *w, float eps, struct tf_tensor *lat);
+tf_status cpu_index_score(struct tf_be *be, const struct tf_tensor *iq,
+			  const struct tf_tensor *iw, const struct tf_tensor *keys,
+			  const struct tf_tensor *n_vis, const struct tf_tensor *blocks, int bs,
+			  struct tf_tensor *scores);
+tf_status cpu_index_topk(struct tf_be *be, const struct tf_tensor *scores,
+			 const struct tf_tensor *n_vis, int k, struct tf_tensor *sel,
+			 struct tf_tensor *n_sel);
+tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
+			       const struct tf_tensor *n_vis, int bs, int topb,
+			       struct tf_tensor *blocks);
+tf_status cpu_moe_route(struct tf_be *be, const struct tf_tensor *lg, const struct tf_tensor *bias,
+			int k, float scale, struct tf_tensor *ids, struct tf_tensor *weights);
+tf_status cpu_swiglu(struct tf_be *be, const struct tf_tensor *gate, const struct tf_tensor *up,
+		     float limit, struct tf_tensor *a);
+tf_status cpu_moe_combine(struct tf_be *be, const struct tf_tensor *y, const struct tf_tensor *w,
+			  const struct tf_tensor *shared, struct tf_tensor *branch);
+tf_status cpu_hc_mix(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *fn,
+		     const struct tf_tensor *base, const struct tf_tensor *scale, float eps,
+		     float hc_eps, int iters, float post_alpha, struct tf_tensor *pre,
+		     struct tf_tensor *post, struct tf_tensor *comb);
+tf_status cpu_hc_collapse(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *pre,
+			  struct tf_tensor *c);
+tf_status cpu_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *b,
+		      const struct tf_tensor *post, const struct tf_tensor *comb,
+		      struct tf_tensor *out);
+tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *kv,
+			  const struct tf_tensor *qk, const struct tf_tensor *blocked, float eps,
+			  float clamp, struct tf_tensor *out);
+
+#endif

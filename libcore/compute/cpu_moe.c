@@ -1,0 +1,120 @@
+/* cpu_moe.c: the CPU MoE ops: routing (sqrt-softplus, bias-selected top-k,
+ * normalised and scaled weights), the clamped SwiGLU and the combine of the
+ * experts' outputs (dsv41-forward-spec.md §10). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "compute/cpu_impl.h"
+
+/* softplus(x) = ln(1 + e^x), = x past 20 (where e^-x is below fp32's ulp). */
+static inline float softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+tf_status cpu_moe_route(struct tf_be *be, const struct tf_tensor *lg, const struct tf_tensor *bias,
+			int k, float scale, struct tf_tensor *ids, struct tf_tensor *weights)
+{
+	tf_status st;
+	int64_t E = tf_tensor_cols(lg), R = tf_tensor_rows(lg);
+	if ((st = cpu_check("moe_route", "lg", lg, DT_F32, -1)) ||
+	    (st = cpu_check("moe_route", "bias", bias, DT_F32, E)) ||
+	    (st = cpu_check("moe_route", "ids", ids, DT_I32, R * k)) ||
+	    (st = cpu_check("moe_route", "weights", weights, DT_F32, R * k)))
+		return st;
+	if (k < 1 || k > E)
+		return tf_err(TF_ERR_ARG, "moe_route: top %d of %lld experts", k, (long long)E);
+	float *sc = tf_alloc_array((size_t)E, sizeof *sc);
+	if (!sc)
+		return tf_err(TF_ERR_NOMEM, "moe_route: out of memory");
+	const float *b = bias->data;
+	for (int64_t r = 0; r < R; r++) {
+		const float *l = (const float *)lg->data + r * E;
+		int32_t *id = (int32_t *)ids->data + r * k;
+		float *w = (float *)weights->data + r * k;
+		for (int64_t e = 0; e < E; e++)
+			sc[e] = sqrtf(softplus(l[e]));
+		/* k passes of a max search: k is small (6) and ties go to the
+		 * smaller id because only a strictly larger score replaces. */
+		for (int i = 0; i < k; i++) {
+			int32_t best = -1;
+			float bv = 0;
+			for (int64_t e = 0; e < E; e++) {
+				int taken = 0;
+				for (int t = 0; t < i; t++)
+					taken |= id[t] == e;
+				float v = sc[e] + b[e];
+				if (!taken && (best < 0 || v > bv || (bv != bv && v == v))) {
+					best = (int32_t)e;
+					bv = v;
+				}
+			}
+			id[i] = best;
+		}
+		float sum = 0;
+		for (int i = 0; i < k; i++)
+			sum += sc[id[i]];
+		for (int i = 0; i < k; i++)
+			w[i] = scale * sc[id[i]] / sum;
+	}
+	free(sc);
+	return TF_OK;
+}
+
+tf_status cpu_swiglu(struct tf_be *be, const struct tf_tensor *gate, const struct tf_tensor *up,
+		     float limit, struct tf_tensor *a)
+{
+	tf_status st;
+	int64_t n = tf_tensor_numel(gate);
+	if ((st = cpu_check("swiglu", "gate", gate, DT_F32, -1)) ||
+	    (st = cpu_check("swiglu", "up", up, DT_F32, n)) ||
+	    (st = cpu_check("swiglu", "a", a, DT_F32 | DT_BF16, n)))
+		return st;
+	const float *g = gate->data, *u = up->data;
+	float buf[256];
+	for (int64_t i = 0; i < n; i += 256) {
+		int64_t m = n - i < 256 ? n - i : 256;
+		for (int64_t j = 0; j < m; j++) {
+			float t = g[i + j] < limit ? g[i + j] : limit;
+			float v = u[i + j] < -limit ? -limit : u[i + j] > limit ? limit : u[i + j];
+			buf[j] = t / (1.0f + expf(-t)) * v;
+		}
+		cpu_store(a, i, m, buf);
+	}
+	return TF_OK;
+}
+
+tf_status cpu_moe_combine(struct tf_be *be, const struct tf_tensor *y, const struct tf_tensor *w,
+			  const struct tf_tensor *shared, struct tf_tensor *branch)
+{
+	tf_status st;
+	int64_t D = tf_tensor_cols(branch), R = tf_tensor_rows(branch);
+	int64_t k = R ? tf_tensor_numel(w) / R : 0;
+	if ((st = cpu_check("moe_combine", "branch", branch, DT_F32 | DT_BF16, -1)) ||
+	    (st = cpu_check("moe_combine", "w", w, DT_F32, R * k)) ||
+	    (st = cpu_check("moe_combine", "y", y, DT_F32, R * k * D)) ||
+	    (shared && (st = cpu_check("moe_combine", "shared", shared, DT_F32, R * D))))
+		return st;
+	float *acc = tf_alloc_array((size_t)D, sizeof *acc);
+	if (!acc)
+		return tf_err(TF_ERR_NOMEM, "moe_combine: out of memory");
+	for (int64_t r = 0; r < R; r++) {
+		const float *wr = (const float *)w->data + r * k;
+		memset(acc, 0, (size_t)D * sizeof *acc);
+		for (int64_t i = 0; i < k; i++) {
+			const float *yi = (const float *)y->data + (r * k + i) * D;
+			for (int64_t d = 0; d < D; d++)
+				acc[d] += wr[i] * yi[d];
+		}
+		if (shared) {
+			const float *s = (const float *)shared->data + r * D;
+			for (int64_t d = 0; d < D; d++)
+				acc[d] += s[d];
+		}
+		cpu_store(branch, r * D, D, acc);
+	}
+	free(acc);
+	return TF_OK;
+}

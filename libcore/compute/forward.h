@@ -1,0 +1,103 @@
+/* forward.h: the DeepSeek-V4.1 forward over the op backend (dsv41-forward-
+ * spec.md): embedding, the four streams with their mHC sites, the per-layer
+ * CSA2 attention (swa, full with compressor and indexer, reindex over the
+ * candidate blocks, reuse), MoE, Engram, the final norm and head.
+ *
+ * One call runs R rows of one or more sequences: each sequence's rows are
+ * consecutive and continue it (the first at its KV length). Rows read and
+ * write their sequence's KV cache (kv.h); within a layer every cache write
+ * lands before that layer's attention reads, so a row sees the earlier rows
+ * of its call.
+ *
+ * A sequence longer than the window ring (256 - window rows) in one call
+ * runs in several passes, which equals one pass (chunked prefill is exact).
+ *
+ * State of this version: backbone layers at TP world 1; the DSpark (MTP)
+ * blocks are not run. Weights are dense tensors or EXL3 handles (struct
+ * tf_lin). Between the ops, rows move on the host: the KV cache lives in
+ * host memory (kv.h) and the forward gathers key tables, expert rows and
+ * output groups with memcpy, which assumes tensors the host can address (the
+ * CPU backend). A device backend needs those moves as ops (cache row
+ * gather and dequantisation, row gather/scatter) and a device-side cache. */
+#ifndef TF_COMPUTE_FORWARD_H
+#define TF_COMPUTE_FORWARD_H
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "compute/kv.h"
+#include "compute/ops.h"
+#include "model/config.h"
+
+/* A projection y = x W^T: dense W [N, K] (bf16/f16/f32) or EXL3 weights. */
+struct tf_lin {
+	struct tf_tensor w;
+	const struct tf_exl3_layer *q;  /* when set, w is unused */
+};
+
+#define TF_FWD_MAX_GROUPS 16
+
+/* One backbone block's weights (borrowed by the forward). Norms and mHC
+ * tensors are f32; the router gate and weights_proj dense. Tensors a
+ * layer's mode does not use stay empty. */
+struct tf_fwd_layer {
+	struct tf_tensor attn_norm, ffn_norm, q_norm, kv_norm;  /* [D], [D], [q_lora], [hd] */
+	struct tf_tensor hc_fn[2], hc_base[2], hc_scale[2];     /* [0] hc_attn, [1] hc_ffn */
+	struct tf_tensor sink;                                  /* [H] */
+	struct tf_lin wq_a, wkv, wq_b, wo_a[TF_FWD_MAX_GROUPS], wo_b;
+	struct tf_lin comp_wkv, comp_wgate, ix_wk;              /* KV sources */
+	struct tf_tensor comp_norm, ix_k_norm;                  /* [hd], [Di] */
+	struct tf_lin ix_wq_b;                                  /* index sources */
+	struct tf_tensor ix_wp;                                 /* [Hi, D] */
+	struct tf_tensor gate, gate_bias;                       /* [E, D], [E] f32 */
+	struct tf_lin *w1, *w2, *w3;                            /* [E] each */
+	struct tf_lin sh_w1, sh_w2, sh_w3;
+	struct tf_lin engram_wkv;                               /* Engram layers */
+	struct tf_tensor engram_qk;                             /* [S, D] f32 */
+};
+
+struct tf_fwd_weights {
+	struct tf_tensor embed;       /* [V, D] bf16 */
+	struct tf_tensor norm;        /* [D] */
+	struct tf_lin head;           /* [V, D] */
+	struct tf_fwd_layer *layers;  /* [layers] */
+};
+
+/* The Engram rows of R rows for Engram layer `layer` (spec §11): rows
+ * [R, hash_cols * engram_head_dim] bf16 and blocked[R] (1: gate 0). The
+ * provider knows each sequence's earlier tokens. */
+typedef tf_status (*tf_engram_rows_fn)(void *ctx, uint32_t layer, int R, const int32_t *ids,
+				       const int64_t *pos, const int *seq, struct tf_tensor *rows,
+				       uint8_t *blocked);
+
+struct tf_fwd;
+
+/* The KV cache shape the forward needs for c (window rings of the backbone
+ * layers, one source per KV source layer). */
+void tf_fwd_kv_config(const struct tf_config *c, int64_t pages, int slots, int64_t max_positions,
+		      struct tf_kv_config *out);
+/* A forward over be, c, w and kv (all borrowed; they outlive it). engram
+ * may be NULL when c has no Engram layers. */
+tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct tf_fwd_weights *w,
+		     struct tf_kv *kv, tf_engram_rows_fn engram, void *engram_ctx,
+		     struct tf_fwd **out);
+void tf_fwd_free(struct tf_fwd *f);
+
+struct tf_phases;
+/* Time the call's phases on p (phases.h; NULL: off): "embed", "L<i>.engram",
+ * "L<i>.attn", "L<i>.moe" for each block, "head". p is borrowed. */
+void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p);
+
+/* Run R rows (one call at a time per forward; the backend's threads work
+ * inside): ids, positions and sequence slots per row; logits [R, vocab]
+ * f32 out (host memory). Reserves the sequences' pages and commits their
+ * new lengths. TF_ERR_ARG when rows do not continue their sequences. */
+tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+		     const int *seq, float *logits);
+/* The same, also writing the DSpark taps when taps is not NULL (spec §13):
+ * taps [R, n_dspark_targets, D] bf16 bits (host memory), T_L = bf(mean_s
+ * X_s) of the streams entering each target block L. */
+tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, float *logits, uint16_t *taps);
+
+#endif

@@ -1,0 +1,251 @@
+/* ops.h: the op backend table the DeepSeek-V4.1 forward is written over.
+ *
+ * The forward (compute/forward.c) never touches numbers itself: it calls the
+ * ops below through a struct tf_be, whose table is filled by a backend. The
+ * CPU backend (cpu_*.c, tf_cpu_be_new) is the reference: fp32 maths with the
+ * bf16 roundings of the forward spec (shared/reference/dsv41-forward-spec.md,
+ * cited as "spec §n" below), threads over rows or columns. A CUDA backend
+ * fills the same table and is checked op by op against the CPU one.
+ *
+ * Tensors are described by struct tf_tensor: a data pointer the backend owns
+ * (host memory for the CPU backend, device memory for CUDA), a dtype and up
+ * to four dimensions, row-major and contiguous. Shapes in the comments read
+ * "[R, H, D] bf16": R rows (tokens), H heads, D features. Index arrays
+ * (positions, key lists, selections) are int32 tensors owned by the backend
+ * too, so that a device backend never reads host pointers inside an op.
+ *
+ * Every op returns TF_OK, TF_ERR_ARG (with a detail) for shapes or dtypes it
+ * cannot take, or TF_ERR_UNSUPPORTED for a slot the backend leaves empty.
+ * Ops may be called from one thread at a time per backend; each op may use
+ * the backend's worker threads inside. */
+#ifndef TF_COMPUTE_OPS_H
+#define TF_COMPUTE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+/* Element types. Values grow only at the end. */
+enum tf_dt {
+	TF_DT_F32 = 0,
+	TF_DT_BF16 = 1,
+	TF_DT_F16 = 2,
+	TF_DT_I32 = 3,
+	TF_DT_U8 = 4,
+};
+
+#define TF_TENSOR_MAXDIM 4
+
+struct tf_tensor {
+	void *data;                       /* owned by the backend that allocated it */
+	enum tf_dt dt;
+	int ndim;                         /* 1..4 */
+	int64_t shape[TF_TENSOR_MAXDIM];  /* unused dimensions are 1 */
+};
+
+/* Bytes of one element of dt. */
+size_t tf_dt_size(enum tf_dt dt);
+/* "f32", "bf16", ... */
+const char *tf_dt_name(enum tf_dt dt);
+/* Elements in t (the product of its shape). */
+int64_t tf_tensor_numel(const struct tf_tensor *t);
+size_t tf_tensor_bytes(const struct tf_tensor *t);
+/* A tensor header over data (no allocation): dims are given as ndim int64s. */
+struct tf_tensor tf_tensor_make(void *data, enum tf_dt dt, int ndim, ...);
+/* The rows x cols view of t: rows = product of all dims but the last. */
+int64_t tf_tensor_rows(const struct tf_tensor *t);
+int64_t tf_tensor_cols(const struct tf_tensor *t);
+
+/* RoPE frequencies for the rotated tail of a vector: dim/2 pair
+ * frequencies f_i, built once per layer kind (spec §0). dim <= 128. */
+struct tf_rope_freqs {
+	int dim;          /* rotated dims (64 in the release) */
+	double f[64];     /* f_i, i < dim/2, radians per position */
+};
+
+/* f_i = theta^(-2i/dim): ratio-0 layers (theta 1e4). */
+void tf_rope_freqs_plain(struct tf_rope_freqs *rf, int dim, double theta);
+/* YaRN without mscale (compressed layers: theta 1.6e5, factor 16, original
+ * 65536, beta_fast 32, beta_slow 1): b_i = theta^(-2i/dim), lo = floor(c(beta_fast)),
+ * hi = ceil(c(beta_slow)) with c(r) = dim*ln(orig/(2*pi*r))/(2*ln theta), clamped
+ * to [0, dim-1]; ramp = clip((i-lo)/(hi-lo), 0, 1); f_i = b_i*(1-ramp) + b_i/factor*ramp. */
+void tf_rope_freqs_yarn(struct tf_rope_freqs *rf, int dim, double theta, double factor,
+			double orig_max, double beta_fast, double beta_slow);
+
+/* Sampling settings of one row (sample.h has the rules). */
+struct tf_sample_params;
+/* One EXL3 projection (trellis, suh, svh, geometry): model/exl3.h. */
+struct tf_exl3_layer;
+
+struct tf_be;
+
+struct tf_ops {
+	const char *name; /* "cpu", "cuda" */
+
+	/* Memory. alloc fills t->data for t's dt and shape (zeroed); release
+	 * frees it (NULL data is a no-op). upload/download copy t's bytes. */
+	tf_status (*alloc)(struct tf_be *be, struct tf_tensor *t);
+	void (*release)(struct tf_be *be, struct tf_tensor *t);
+	tf_status (*upload)(struct tf_be *be, struct tf_tensor *t, const void *src);
+	tf_status (*download)(struct tf_be *be, const struct tf_tensor *t, void *dst);
+	/* Wait for queued work (a no-op on the CPU). */
+	tf_status (*sync)(struct tf_be *be);
+
+	/* y = convert(x): same shape; f32 -> bf16/f16 rounds to nearest even. */
+	tf_status (*convert)(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *y);
+
+	/* y[R,N] = x[R,K] . W[N,K]^T with fp32 accumulation. x: f32/bf16/f16;
+	 * W: f32/bf16/f16 (dense weights: the router gate, weights_proj, test
+	 * packs); y: f32 (kept) or bf16 (rounded once). The head is this op
+	 * (or exl3_matmul) with an f32 y: logits are never rounded (spec §12). */
+	tf_status (*linear)(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
+			    struct tf_tensor *y);
+
+	/* The EXL3 matmul, y[R,N] = x[R,K] . W (exl3-format.md: fp16 Hadamard-
+	 * rotated activations): x bf16, y f32 or bf16. Filled by the EXL3
+	 * codec's backend part; NULL until it lands. */
+	tf_status (*exl3_matmul)(struct tf_be *be, const struct tf_exl3_layer *w,
+				 const struct tf_tensor *x, struct tf_tensor *y);
+	/* Ragged experts: experts[0..n_experts) are one projection's experts
+	 * (widths may differ); rows of x are grouped by expert, group g = rows
+	 * offsets[g]..offsets[g+1]-1 through expert expert_ids[g] (int32 [G] and
+	 * [G+1]); y rows in the same order. */
+	tf_status (*exl3_matmul_experts)(struct tf_be *be, const struct tf_exl3_layer *experts,
+					 int n_experts, const struct tf_tensor *expert_ids,
+					 const struct tf_tensor *offsets, const struct tf_tensor *x,
+					 struct tf_tensor *y);
+
+	/* Embedding rows of a vocab slice (spec §2): ids int32 [R]; table
+	 * [V_local, D] bf16 holding ids vocab_lo..vocab_lo+V_local-1; out
+	 * [R, C, D] bf16 gets the row copied to each of its C copies (the four
+	 * streams), zeros for ids outside the slice (TP ranks sum them). */
+	tf_status (*embed)(struct tf_be *be, const struct tf_tensor *table, int64_t vocab_lo,
+			   const struct tf_tensor *ids, struct tf_tensor *out);
+
+	/* y = bf(x * (mean(x^2) + eps)^-1/2 * w) per row (spec §0): x [R, n]
+	 * f32/bf16, w [n] f32/bf16, y [R, n] bf16 (or f32: no rounding). */
+	tf_status (*rmsnorm)(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
+			     float eps, struct tf_tensor *y);
+
+	/* RoPE of the last rf->dim dims of each n-wide vector, GPT-J interleaved
+	 * pairs, angle pos*f_i in fp64, cos/sin in fp32, the rotation in fp32
+	 * (spec §0); inverse rotates by -angle. x [R, H, n] (or [R, n]) f32/bf16,
+	 * pos int32 [R], y like x in f32 or bf16 (rounded once; may alias x when
+	 * the dtypes agree). */
+	tf_status (*rope)(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *pos,
+			  const struct tf_rope_freqs *rf, int inverse, struct tf_tensor *y);
+
+	/* Sparse MQA with sinks (spec §8). q [R, H, D] bf16/f32; keys [NK, D]
+	 * bf16/f32 (cache rows after dequantisation; V = K); row r attends to
+	 * keys key_idx[key_off[r] .. key_off[r+1]-1] in that order (int32 [R+1]
+	 * and [total]); sink [H] f32. out [R, H, D] f32:
+	 *   z_k = q.k/sqrt(D), M = max(z, sink), w_k = exp(z_k-M)/(sum exp(z-M) + exp(sink-M)),
+	 *   o = sum_k w_k k (fp32). A row with no keys gets zeros. */
+	tf_status (*attention)(struct tf_be *be, const struct tf_tensor *q,
+			       const struct tf_tensor *keys, const struct tf_tensor *key_off,
+			       const struct tf_tensor *key_idx, const struct tf_tensor *sink,
+			       struct tf_tensor *out);
+
+	/* Compressor pooling and norm (spec §6) for E completed groups: u and g
+	 * [E, r, W] f32 (the projections of the group's r positions, oldest
+	 * first; g NULL when r = 1). r = 2: per d, softmax(g0,g1) weights u0,u1;
+	 * r = 1: pooled = u. lat [E, W] bf16 = RMS(pooled; w, eps). */
+	tf_status (*compressor)(struct tf_be *be, const struct tf_tensor *u,
+				const struct tf_tensor *g, const struct tf_tensor *w, float eps,
+				struct tf_tensor *lat);
+
+	/* Indexer scores (spec §7): iq [R, Hi, Di] bf16/f32, iw [R, Hi] f32,
+	 * keys [N, Di] f32/bf16 (dequantised index keys), n_vis int32 [R]
+	 * (visible rows j < n_vis[r]); blocks u8 [R, ceil(N/bs)] or NULL (a
+	 * reindex layer: rows of unmarked blocks score -inf), bs the block size.
+	 * scores [R, N] f32: s_j = sum_h (iw_h/sqrt(Hi)) max(0, iq_h.k_j/sqrt(Di)),
+	 * -inf where invisible or masked. */
+	tf_status (*index_score)(struct tf_be *be, const struct tf_tensor *iq,
+				 const struct tf_tensor *iw, const struct tf_tensor *keys,
+				 const struct tf_tensor *n_vis, const struct tf_tensor *blocks, int bs,
+				 struct tf_tensor *scores);
+	/* Selection (spec §7): sel int32 [R, k], n_sel int32 [R]. n_vis <= k:
+	 * all j < n_vis; else the k largest finite scores, ties to the smaller j;
+	 * listed ascending. */
+	tf_status (*index_topk)(struct tf_be *be, const struct tf_tensor *scores,
+				const struct tf_tensor *n_vis, int k, struct tf_tensor *sel,
+				struct tf_tensor *n_sel);
+	/* Candidate blocks of the candidate source (spec §7, layer 20): block b
+	 * = rows bs*b .. bs*b+bs-1, B_b = max visible score, the newest visible
+	 * block +inf; mark the topb best blocks with a visible row, ties to the
+	 * smaller b. blocks u8 [R, ceil(N/bs)]: 1 kept, 0 not. */
+	tf_status (*candidate_blocks)(struct tf_be *be, const struct tf_tensor *scores,
+				      const struct tf_tensor *n_vis, int bs, int topb,
+				      struct tf_tensor *blocks);
+
+	/* MoE routing (spec §10): lg [R, E] f32 router logits, bias [E] f32.
+	 * sc = sqrt(softplus(lg)); pick the top k of sc + bias (ties to the
+	 * smaller id) in that order; weight = scale * sc / sum of picked sc.
+	 * ids int32 [R, k], weights f32 [R, k]. */
+	tf_status (*moe_route)(struct tf_be *be, const struct tf_tensor *lg,
+			       const struct tf_tensor *bias, int k, float scale,
+			       struct tf_tensor *ids, struct tf_tensor *weights);
+	/* Clamped SwiGLU: a = silu(min(gate, limit)) * clip(up, -limit, limit),
+	 * silu(t) = t*sigmoid(t), fp32; gate, up [R, n] f32; a [R, n] bf16/f32. */
+	tf_status (*swiglu)(struct tf_be *be, const struct tf_tensor *gate,
+			    const struct tf_tensor *up, float limit, struct tf_tensor *a);
+	/* branch = bf(sum_k w_k * y_k + shared): y [R, k, D] f32 in route order,
+	 * w [R, k] f32, shared [R, D] f32 or NULL; branch [R, D] bf16. The sum
+	 * runs in route order, then adds shared (spec §10). */
+	tf_status (*moe_combine)(struct tf_be *be, const struct tf_tensor *y,
+				 const struct tf_tensor *w, const struct tf_tensor *shared,
+				 struct tf_tensor *branch);
+
+	/* mHC mix (spec §3 steps 1-3): X [R, S, D] bf16 streams, fn [2S+S*S,
+	 * S*D] f32, base [2S+S*S] f32, scale [3] f32. pre [R, S], post [R, S],
+	 * comb [R, S, S] f32 (comb[i][j]: source i to target j), after iters
+	 * Sinkhorn passes (the last on columns). eps is rms_norm_eps. */
+	tf_status (*hc_mix)(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *fn,
+			    const struct tf_tensor *base, const struct tf_tensor *scale, float eps,
+			    float hc_eps, int iters, float post_alpha, struct tf_tensor *pre,
+			    struct tf_tensor *post, struct tf_tensor *comb);
+	/* Collapse (spec §3 step 4, §12): c [R, D] bf16 = bf(sum_s pre[s] X_s). */
+	tf_status (*hc_collapse)(struct tf_be *be, const struct tf_tensor *x,
+				 const struct tf_tensor *pre, struct tf_tensor *c);
+	/* Post (spec §3 step 5): X'_j = bf(post_j b + sum_i comb[i][j] X_i);
+	 * b [R, D] bf16; out [R, S, D] bf16, may alias x. */
+	tf_status (*hc_post)(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *b,
+			     const struct tf_tensor *post, const struct tf_tensor *comb,
+			     struct tf_tensor *out);
+
+	/* Engram gate (spec §11): X [R, S, D] bf16, kv [R, (S+1)*D] bf16 (keys
+	 * of each stream, then the value), qk [S, D] f32, blocked u8 [R] or NULL
+	 * (gate 0). dot = sum_d h qk key / sqrt(D) * rms(h)^-1 * rms(key)^-1,
+	 * gate = sigmoid(sgn(dot) sqrt(max(|dot|, clamp))) with sgn(0) = +1,
+	 * out_s = bf(h + gate val); out may alias x. */
+	tf_status (*engram_gate)(struct tf_be *be, const struct tf_tensor *x,
+				 const struct tf_tensor *kv, const struct tf_tensor *qk,
+				 const struct tf_tensor *blocked, float eps, float clamp,
+				 struct tf_tensor *out);
+
+	/* Keyed sampling of R rows of logits [R, V] f32 (sample.h): params[r],
+	 * positions int64 [R] (host arrays), tokens out (host, int32 [R]). */
+	tf_status (*sample)(struct tf_be *be, const struct tf_tensor *logits,
+			    const struct tf_sample_params *params, const int64_t *positions,
+			    int32_t *tokens);
+
+	/* Release the backend (its own state, not tensors still held). */
+	void (*free)(struct tf_be *be);
+};
+
+struct tf_be {
+	const struct tf_ops *ops;
+	void *impl; /* the backend's state */
+};
+
+/* The CPU backend over a pool of `threads` workers (0: one per CPU; the
+ * pool is owned by the backend). Free with tf_be_free. */
+tf_status tf_cpu_be_new(int threads, struct tf_be **out);
+/* Release a backend (NULL is a no-op). */
+void tf_be_free(struct tf_be *be);
+
+/* Allocate a tensor of dt and shape on be (zeroed). */
+tf_status tf_be_tensor(struct tf_be *be, struct tf_tensor *t, enum tf_dt dt, int ndim, ...);
+
+#endif
