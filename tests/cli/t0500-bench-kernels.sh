@@ -41,3 +41,8 @@ expect_err "missing mode"
 run tf-bench --help
 expect_rc 0
 expect_out '^Usage: tf-bench kernels'
+
+# the CPU examples of tf-bench(1), as written there
+sed -n '/^tf-bench kernels --backend cpu/p' "$TF_TESTS/../../man/man1/tf-bench.1" >examples
+[ "$(wc -l <examples)" -eq 2 ] || fail "tf-bench(1) should show two CPU examples"
+while read -r line; do bash -c "$line" >/dev/null || fail "example failed: $line"; done <examples
