@@ -47,7 +47,8 @@ struct tf_boot {
 /* Rank 0 only, optional: bind and listen now (s->plan_port; 0 picks a free
  * port, reported in b->port) so that a caller can tell peers the port. */
 tf_status tf_boot_listen(struct tf_boot *b, const struct tf_fabric_settings *s);
-/* Connect the star (all three roles); then agree on the settings digest:
+/* Connect the star (all three roles); b must be zeroed or prepared by
+ * tf_boot_listen. Then agree on the settings digest:
  * a difference refuses on every rank with TF_ERR_CONFIG naming the first
  * differing variable. TF_ERR_TIMEOUT when peers do not come in time,
  * TF_ERR_MISMATCH on a bad hello. On error everything is closed. */
