@@ -11,7 +11,7 @@ struct bench_opts {
 	const char *backend;            /* kernels: cuda or cpu */
 	const char *shapes, *bits, *rows, *codebook;
 	const char *pack, *preset;      /* decode: the model */
-	int64_t iters, device, blocks_per_sm, threads, ctx;
+	int64_t iters, device, blocks_per_sm, threads, experts, ctx;
 	double seconds;
 	bool json, no_cublas;
 	/* serve */
