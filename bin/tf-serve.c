@@ -17,6 +17,8 @@
 #include "base/cli.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "compute/model.h"
+#include "engine/cpu.h"
 #include "engine/engine.h"
 #include "engine/planner.h"
 #include "engine/stub.h"
@@ -27,7 +29,7 @@
 static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
 	*seed_salt;
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
-	connections, http_threads, memo_cap, top_k;
+	connections, http_threads, memo_cap, top_k, threads;
 static uint64_t body_max;
 static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
 static bool check, once;
@@ -59,6 +61,7 @@ static const struct tf_opt opts[] = {
 	{"stub-token-ms", 0, TF_OPT_DOUBLE, &stub_token_ms, "MS", "TF_STUB_TOKEN_MS", "15", "stub engine: milliseconds per decode round (0: none)", 0, 60000, NULL},
 	{"stub-piece-us", 0, TF_OPT_DOUBLE, &stub_piece_us, "US", "TF_STUB_PIECE_US", "20", "stub engine: microseconds per prompt token (0: none)", 0, 1e6, NULL},
 	{"stub-wait-ms", 0, TF_OPT_DOUBLE, &stub_wait_ms, "MS", "TF_STUB_WAIT_MS", "800", "stub engine: the silence of @wait", 1, 3600000, NULL},
+	TF_OPT_THREADS(&threads),
 	{"check", 0, TF_OPT_FLAG, &check, NULL, NULL, NULL, "validate the setup, print it and exit", 0, 0, NULL},
 	{"once", 0, TF_OPT_FLAG, &once, NULL, NULL, NULL, "answer one request JSON from stdin on stdout and exit", 0, 0, NULL},
 	{"path", 0, TF_OPT_STR, &path, "ROUTE", NULL, "/v1/chat/completions", "the route --once answers", 0, 0, NULL},
@@ -160,9 +163,6 @@ int main(int argc, char **argv)
 		tf_usage_error("--once and --check do not go together");
 	if (pack && !tf_file_exists(pack))
 		tf_die(66, "cannot open '%s': %s", pack, strerror(ENOENT));
-	if (!stub)
-		tf_die(69, "the cpu engine is not built yet: the CPU forward has not landed "
-			   "(use --engine stub to serve the stub engine)");
 	if (path[0] != '/')
 		tf_usage_error("--path must start with '/': '%s'", path);
 	unsigned char addr[sizeof(struct in6_addr)];
@@ -182,7 +182,16 @@ int main(int argc, char **argv)
 	if (api_key_file)
 		read_key_file(api_key_file, &keys, &nkeys);
 	split_keys(aliases, &names, &nnames);
+	/* The CPU engine: the pack's model, loaded and checked before serving. */
+	struct tf_model *cpu_model = NULL;
+	if (!stub) {
+		struct tf_model_opts mo = {.threads = (int)threads, .slots = (int)lanes,
+					   .max_positions = context};
+		if ((st = tf_model_open(pack, &mo, &cpu_model)))
+			tf_die_status(st, "cannot load the model of '%s'", pack);
+	}
 	if (check) {
+		tf_model_free(cpu_model);
 		printf("ok: engine %s, family %s, model %s, context %lld, lanes %lld, listen %s:%lld, "
 		       "%zu API key%s\n", engine_name, family.name, model, (long long)context,
 		       (long long)lanes, host, (long long)port, nkeys, nkeys == 1 ? "" : "s");
@@ -201,7 +210,8 @@ int main(int argc, char **argv)
 	struct tf_engine_backend be;
 	struct tf_planner pl;
 	struct tf_engine *engine;
-	if ((st = tf_stub_new(&sc, &be)) || (st = tf_planner_default(&pc, &pl)))
+	st = stub ? tf_stub_new(&sc, &be) : tf_engine_cpu_new(cpu_model, family.eos, &be);
+	if (st || (st = tf_planner_default(&pc, &pl)))
 		tf_die_status(st, "cannot set up the engine");
 	/* Stop signals are taken by one thread; every thread started after this
 	 * inherits the mask. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tf-serve: --help, --version, misuse (64), a missing pack (66), the cpu
-# engine not built yet (69), --check.
+# a pack the cpu engine refuses (65), --check.
 . "$TF_TESTS/lib.sh"
 
 run tf-serve --help
@@ -45,11 +45,25 @@ run tf-serve ./no-such-pack
 expect_rc 66
 expect_err "cannot open './no-such-pack'"
 
+tf-pack-synth -p tiny -q -o tiny
 mkdir pack
+cp tiny/config.json tiny/tokenizer.json pack/
 run tf-serve --engine cpu pack
-expect_rc 69
-expect_err 'cpu engine is not built yet'
+expect_rc 65
+expect_err "cannot load the model of 'pack'"
 expect_one_line_err
+run tf-serve --engine cpu --check tiny
+expect_rc 0
+expect_out '^ok: engine cpu, family dsv41, model tiny'
+# one request through the CPU forward, greedy: the same reply twice
+echo '{"messages":[{"role":"user","content":"hello"}],"max_tokens":6,"temperature":0}' >req.json
+run tf-serve --once -j 1 tiny <req.json
+expect_rc 0
+expect_json 'j.usage.completion_tokens === 6 && j.choices[0].finish_reason === "length"'
+cp out first.json
+run tf-serve --once -j 2 tiny <req.json
+node -e 'const f=require("fs"), a=JSON.parse(f.readFileSync("first.json")), b=JSON.parse(f.readFileSync("out"));
+const pick=j=>JSON.stringify(j.choices[0].message); if (pick(a)!==pick(b)) process.exit(1)' || fail "greedy replies differ between thread counts"
 
 run tf-serve --engine stub --check
 expect_rc 0
