@@ -39,8 +39,10 @@
  * chunk may reach the content in part. tf_dsml_stream_consistent removes
  * these differences.
  *
- * Input text should be UTF-8 (a stream holds back an incomplete trailing
- * character); invalid bytes are carried as they are, never a crash.
+ * Input text is UTF-8, as the detokenizer hands it (a stream holds back
+ * an incomplete trailing character). Invalid bytes are carried as they
+ * are, never a crash, but the consistent stream is promised to equal the
+ * whole parse for valid UTF-8 only.
  * A tf_dsml_tools is read-only after creation and may be shared between
  * threads; a stream belongs to one thread. */
 #ifndef TF_TEXT_DSML_H

@@ -196,7 +196,7 @@ static tf_status read_params(struct tf_dsml_stream *s, const char *t, size_t sto
 
 /* The invokes of the body t[..to), resumed: those whose end is fixed are
  * read once and move to done. */
-static tf_status read_calls(struct tf_dsml_stream *s, const char *t, size_t to)
+static tf_status read_calls(struct tf_dsml_stream *s, const char *t, size_t to, bool finished)
 {
 	for (;;) {
 		struct open_call *o = &s->open;
@@ -228,7 +228,15 @@ static tf_status read_calls(struct tf_dsml_stream *s, const char *t, size_t to)
 		}
 		size_t stop = o->has_end && (!o->has_nxt || o->end_m.start < o->nxt_m.start) ? o->end_m.start :
 			      o->has_nxt ? o->nxt_m.start : to;
-		tf_status st = read_params(s, t, stop);
+		/* The whole parse ends an invoke's parameters where the next invoke
+		 * begins; an invoke header still arriving may begin inside a value
+		 * whose closing tag is already here. A consistent stream reads
+		 * parameters only up to such a header until it is settled (found,
+		 * refused, or the reply ends). */
+		size_t params_to = stop;
+		if (s->consistent && !finished && !o->has_nxt && o->nxt_f.scanned < stop)
+			params_to = o->nxt_f.scanned;
+		tf_status st = read_params(s, t, params_to);
 		if (st)
 			return st;
 		bool closed = o->has_end && stop == o->end_m.start;
@@ -381,7 +389,7 @@ static tf_status feed(struct tf_dsml_stream *s, size_t len, bool finished)
 		finder_reset(&s->close_blk, blk->end);
 	}
 	const struct dsml_match *close = finder_block(&s->close_blk, t, len, true);
-	if ((st = read_calls(s, t, close ? close->start : len)) || (st = emit_calls(s, finished)))
+	if ((st = read_calls(s, t, close ? close->start : len, finished)) || (st = emit_calls(s, finished)))
 		return st;
 	/* a block that gave no usable call is content after all, as the whole
 	   parse has it (the reference's stream drops it) */

@@ -2,12 +2,17 @@
  * chunks the input chooses. Byte 0: bit 0 thinking, bit 1 tools offered,
  * bit 2 the consistent stream; byte 1 seeds the chunk sizes. Never
  * crashes; the argument fragments a stream sends concatenate to its calls'
- * arguments; the consistent stream, assembled, is the whole parse. */
+ * arguments; the consistent stream, assembled, is the whole parse. The
+ * reader's contract is valid UTF-8 (the detokenizer hands it nothing
+ * else), so the equalities are checked on the input made valid the way
+ * the detokenizer makes it (from_utf8_lossy); the raw bytes are run too,
+ * for safety alone. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/rng.h"
+#include "text/detok.h"
 #include "text/dsml.h"
 
 static struct tf_dsml_tools *tools;
@@ -23,16 +28,30 @@ static void setup(void)
 	json_decref(t);
 }
 
+static void run(const uint8_t *data, const char *text, size_t n, bool check);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!tools)
 		setup();
 	if (size < 2)
 		return 0;
+	run(data, (const char *)data + 2, size - 2, false);
+	struct tf_buf valid = TF_BUF_INIT;
+	tf_status st = TF_OK;
+	tf_utf8_lossy(data + 2, size - 2, true, &valid, &st);
+	if (st)
+		abort();
+	run(data, valid.data ? valid.data : "", valid.len, true);
+	tf_buf_release(&valid);
+	return 0;
+}
+
+/* One reply: whole, then streamed; with check, the equalities must hold. */
+static void run(const uint8_t *data, const char *text, size_t n, bool check)
+{
 	bool thinking = data[0] & 1;
 	const struct tf_dsml_tools *offered = data[0] & 2 ? tools : NULL;
-	const char *text = (const char *)data + 2;
-	size_t n = size - 2;
 	bool consistent = data[0] & 4;
 	struct tf_dsml_reply r;
 	if (tf_dsml_parse(text, n, thinking, offered, &r))
@@ -69,18 +88,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < nc && i < 64; i++) {
 		struct tf_buf whole = TF_BUF_INIT;
 		tf_dsml_call_arguments(&c[i], &whole);
-		if (whole.len != args[i].len || memcmp(whole.data, args[i].data, whole.len))
+		if (check && (whole.len != args[i].len || memcmp(whole.data, args[i].data, whole.len)))
 			abort();
-		if (consistent && (i >= r.ncalls || strcmp(c[i].name, r.calls[i].name)))
+		if (check && consistent && (i >= r.ncalls || strcmp(c[i].name, r.calls[i].name)))
 			abort();
 		struct tf_buf w = TF_BUF_INIT;
-		if (consistent && (tf_dsml_call_arguments(&r.calls[i], &w), w.len != whole.len ||
+		if (check && consistent && i < r.ncalls &&
+		    (tf_dsml_call_arguments(&r.calls[i], &w), w.len != whole.len ||
 				   memcmp(w.data, whole.data, w.len)))
 			abort();
 		tf_buf_release(&w);
 		tf_buf_release(&whole);
 	}
-	if (consistent && (nc != r.ncalls || rs.len != r.reasoning.len || cs.len != r.content.len ||
+	if (check && consistent && (nc != r.ncalls || rs.len != r.reasoning.len || cs.len != r.content.len ||
 			   (rs.len && memcmp(rs.data, r.reasoning.data, rs.len)) ||
 			   (cs.len && memcmp(cs.data, r.content.data, cs.len))))
 		abort();
@@ -90,5 +110,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < 64; i++)
 		tf_buf_release(&args[i]);
 	tf_dsml_stream_free(s);
-	return 0;
 }
