@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,66 @@ static tf_status out(struct tf_seqw *s, const uint8_t *p, size_t n, uint64_t off
 	return TF_OK;
 }
 
+/* Wait for the write in flight (if any) and finish what it left: a direct
+ * write the kernel refused is done again as a plain one, a short one
+ * completed. */
+static tf_status wait_inflight(struct tf_seqw *s)
+{
+	if (!s->ifl_n)
+		return TF_OK;
+	struct io_uring_cqe *cqe;
+	int r;
+	while ((r = io_uring_wait_cqe(s->ring, &cqe)) == -EINTR)
+		;
+	size_t n = s->ifl_n;
+	s->ifl_n = 0;
+	if (r < 0) /* no completion to be had: the write's fate is unknown, do it again */
+		return out(s, s->ifl_p, n, s->ifl_off);
+	int res = cqe->res;
+	io_uring_cqe_seen(s->ring, cqe);
+	if (res < 0) {
+		if (res == -EINVAL && s->direct)
+			go_buffered(s);
+		else if (res != -EINTR && res != -EAGAIN) {
+			errno = -res;
+			return tf_err_errno(TF_ERR_IO, "'%s': write at offset %llu failed", s->what,
+					    (unsigned long long)s->ifl_off);
+		}
+		res = 0;
+	}
+	return (size_t)res < n ? out(s, s->ifl_p + res, n - (size_t)res, s->ifl_off + (uint64_t)res) :
+				 TF_OK;
+}
+
+/* Send win[0, n) to base: with a ring, start the write and switch to the
+ * spare window (the bytes from n on move there); else write it now. */
+static tf_status send_block(struct tf_seqw *s, size_t n)
+{
+	tf_status st = wait_inflight(s); /* the spare is free again */
+	if (st)
+		return st;
+	if (s->ring && s->direct) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(s->ring);
+		if (sqe) {
+			io_uring_prep_write(sqe, s->fd, s->win, (unsigned)n, s->base);
+			if (io_uring_submit(s->ring) == 1) {
+				s->ifl_p = s->win;
+				s->ifl_n = n;
+				s->ifl_off = s->base;
+				memcpy(s->spare, s->win + n, s->fill - n);
+				uint8_t *t = s->win;
+				s->win = s->spare;
+				s->spare = t;
+				return TF_OK;
+			}
+		}
+	}
+	if ((st = out(s, s->win, n, s->base)))
+		return st;
+	memmove(s->win, s->win + n, s->fill - n);
+	return TF_OK;
+}
+
 tf_status tf_seqw_init(struct tf_seqw *s, int fd, const char *what, uint64_t start, size_t cap,
 		       bool direct)
 {
@@ -111,6 +172,13 @@ tf_status tf_seqw_init(struct tf_seqw *s, int fd, const char *what, uint64_t sta
 	if (direct) {
 		int fl = fcntl(fd, F_GETFL);
 		s->direct = fl >= 0 && !fcntl(fd, F_SETFL, fl | O_DIRECT);
+	}
+	/* direct writes go out asynchronously (one in flight, from a second
+	 * window) while the caller fills the next; without io_uring, in turn */
+	if (s->direct && (s->spare = window_get(cap)) && (s->ring = malloc(sizeof(struct io_uring))) &&
+	    io_uring_queue_init(2, s->ring, 0)) {
+		free(s->ring);
+		s->ring = NULL;
 	}
 	return TF_OK;
 }
@@ -141,10 +209,9 @@ tf_status tf_seqw_room(struct tf_seqw *s, uint64_t pos, size_t len, void **p)
 		 * there is one. */
 		zero_to(s, pos - s->base < s->cap ? (size_t)(pos - s->base) : s->cap);
 		size_t a = (size_t)align_down(s->fill);
-		tf_status st = out(s, s->win, a, s->base);
+		tf_status st = send_block(s, a);
 		if (st)
 			return st;
-		memmove(s->win, s->win + a, s->fill - a);
 		s->base += a;
 		s->fill -= a;
 	}
@@ -165,6 +232,8 @@ tf_status tf_seqw_finish(struct tf_seqw *s, uint64_t end)
 	tf_status st = tf_seqw_room(s, end, 0, &p);
 	if (st)
 		return st;
+	if ((st = wait_inflight(s)))
+		return st;
 	size_t n = s->fill;
 	if (s->direct) {
 		n = (size_t)align_up(n);
@@ -183,6 +252,14 @@ tf_status tf_seqw_finish(struct tf_seqw *s, uint64_t end)
 
 void tf_seqw_release(struct tf_seqw *s)
 {
+	if (s->ring) {
+		if (s->ifl_n) /* after an error: the kernel may still read the window */
+			wait_inflight(s);
+		io_uring_queue_exit(s->ring);
+		free(s->ring);
+		s->ring = NULL;
+	}
 	window_put(s->win, s->cap);
-	s->win = NULL;
+	window_put(s->spare, s->cap);
+	s->win = s->spare = NULL;
 }

@@ -8,8 +8,11 @@
  * data goes from the window to the device with no copy into the page cache
  * and no dirty pages left for fsync to write, so the final fsync has only
  * the metadata and a cache flush to do. Elsewhere (tmpfs on older kernels,
- * or when asked) they are plain pwrites. Memory: the window, fixed at init;
- * released windows (up to 16) are kept for the next writers.
+ * or when asked) they are plain pwrites. Direct writes go out through
+ * io_uring, one in flight from a second window while the caller fills the
+ * first (in turn where io_uring is missing). Memory: the two windows,
+ * fixed at init; released windows (up to 16) are kept for the next
+ * writers.
  *
  * A writer is for one thread; writers in different threads are fine. */
 #ifndef TF_BASE_SEQW_H
@@ -31,6 +34,11 @@ struct tf_seqw {
 	size_t cap;
 	uint64_t base;    /* file offset of win[0]; aligned */
 	size_t fill;      /* win[0, fill) holds the file's bytes from base */
+	uint8_t *spare;   /* the second window of asynchronous writes */
+	void *ring;       /* struct io_uring *, or NULL: writes in turn */
+	const uint8_t *ifl_p; /* the write in flight (ifl_n 0: none) */
+	size_t ifl_n;
+	uint64_t ifl_off;
 };
 
 /* Start writing fd at offset start (a multiple of TF_SEQW_ALIGN) through

@@ -18,9 +18,9 @@
  *
  * Memory: a writer reads the pack with pread in chunks of at most
  * TF_PREPARE_CHUNK bytes, straight into the image writer's window
- * (TF_PREP_WINDOW bytes) or, for reads that gather or convert, into one
- * buffer of TF_PREPARE_CHUNK bytes: 1.25 MiB per writer whatever the pack's
- * size. Functions here are thread-safe for distinct output files. */
+ * (TF_PREP_WINDOW bytes, and a second one while a direct write is in
+ * flight) or, for reads that gather or convert, into one buffer of
+ * TF_PREPARE_CHUNK bytes: 2.25 MiB per writer whatever the pack's size. Functions here are thread-safe for distinct output files. */
 #ifndef TF_MODEL_PREPARE_H
 #define TF_MODEL_PREPARE_H
 

@@ -138,10 +138,11 @@ tf_status tf_prep_publish(const char *path);
  * they were declared in) with put, or in place with room and filled (any
  * number of calls; the digest is taken as they pass), then commit.
  *
- * The payloads go to the file through one window of TF_PREP_WINDOW bytes
- * (base/seqw.h): O_DIRECT where the file system takes it and the commit
- * syncs, so they reach the disk in large blocks with no page-cache copy and
- * commit's fsync has little left to write. */
+ * The payloads go to the file through a window of TF_PREP_WINDOW bytes
+ * (base/seqw.h; two while a direct write is in flight): O_DIRECT where the
+ * file system takes it and the commit syncs, so they reach the disk in
+ * large blocks with no page-cache copy and commit's fsync has little left
+ * to write. */
 #define TF_PREP_WINDOW (1u << 20)
 /* The most bytes one tf_prep_writer_room gives. */
 #define TF_PREP_ROOM_MAX (TF_PREP_WINDOW - 4096u)
