@@ -1,7 +1,7 @@
-/* tf-bench: measure tf: its kernels (on the GPU, or the CPU reference),
- * and, as they land, decode steps and a running server. One option table
- * for the program; each mode is a row of the table below, its code in
- * bin/bench/. */
+/* tf-bench: measure tf: its kernels (on the GPU, or the CPU reference), a
+ * running server (serve: a load generator like `vllm bench serve`), and, as
+ * they land, decode steps. One option table for the program; each mode is
+ * a row of the table below, its code in bin/bench/. */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,13 +32,50 @@ static const struct tf_opt opts[] = {
 	{"seconds", 't', TF_OPT_DOUBLE, &bench.seconds, "S", NULL, "0.5",
 	 "cpu: time spent on each measurement", 0.01, 600, NULL},
 	TF_OPT_DEVICE(&bench.device),
+	{"host", 'H', TF_OPT_STR, &bench.host, "ADDR", "TF_HOST", "127.0.0.1",
+	 "serve: server address (numeric IPv4)", 0, 0, NULL},
+	{"port", 'p', TF_OPT_INT, &bench.port, "PORT", "TF_PORT", "8080", "serve: server port", 1, 65535,
+	 NULL},
+	{"path", 0, TF_OPT_STR, &bench.path, "ROUTE", NULL, "/v1/chat/completions",
+	 "serve: route (/v1/chat/completions or /v1/completions)", 0, 0, NULL},
+	{"model", 'm', TF_OPT_STR, &bench.model, "NAME", NULL, "tf", "serve: model name sent", 0, 0, NULL},
+	{"api-key", 'k', TF_OPT_STR, &bench.api_key, "KEY", "TF_API_KEY", NULL,
+	 "serve: API key sent as Bearer", 0, 0, NULL},
+	{"prompt", 0, TF_OPT_STR, &bench.prompt, "TEXT", NULL, "Tell me a story @long",
+	 "serve: the prompt of every request", 0, 0, NULL},
+	{"prompt-file", 0, TF_OPT_STR, &bench.prompt_file, "FILE", NULL, NULL,
+	 "serve: prompts, one a line, cycled", 0, 0, NULL},
+	{"random-words", 0, TF_OPT_INT, &bench.random_words, "N", NULL, "0",
+	 "serve: random prompts of N words each (seeded)", 0, 1 << 20, NULL},
+	{"requests", 0, TF_OPT_INT, &bench.requests, "N", NULL, "100", "serve: requests to send", 1,
+	 1 << 24, NULL},
+	{"concurrency", 0, TF_OPT_INT, &bench.concurrency, "N", NULL, "8",
+	 "serve: requests in flight at most (0: no limit)", 0, 1 << 20, NULL},
+	{"rate", 0, TF_OPT_DOUBLE, &bench.rate, "R", NULL, "0",
+	 "serve: requests per second, Poisson (0: as fast as the concurrency allows)", 0, 1e6, NULL},
+	{"max-tokens", 0, TF_OPT_INT, &bench.max_tokens, "N", NULL, "64", "serve: max_tokens of each request",
+	 1, 1 << 24, NULL},
+	{"ignore-eos", 0, TF_OPT_FLAG, &bench.ignore_eos, NULL, NULL, NULL,
+	 "serve: ask for exactly max_tokens", 0, 0, NULL},
+	{"temperature", 0, TF_OPT_DOUBLE, &bench.temperature, "T", NULL, "0",
+	 "serve: temperature sent (negative: none)", -1, 100, NULL},
+	{"hold", 0, TF_OPT_DOUBLE, &bench.hold, "S", NULL, "0",
+	 "serve: close each stream after S seconds (idle-stream tests)", 0, 86400, NULL},
+	{"timeout", 0, TF_OPT_DOUBLE, &bench.timeout, "S", NULL, "600",
+	 "serve: a request past S seconds fails (0: none)", 0, 86400, NULL},
+	{"verify", 0, TF_OPT_FLAG, &bench.verify, NULL, NULL, NULL,
+	 "serve: every reply must equal the first (deterministic replies)", 0, 0, NULL},
+	{"seed", 0, TF_OPT_INT, &bench.seed, "N", NULL, "1", "serve: seed of arrivals and random prompts",
+	 0, INT64_MAX, NULL},
 	TF_OPT_JSON(&bench.json),
 };
 
 static const struct tf_cli cli = {
-	"tf-bench", "kernels [--backend cuda|cpu] [OPTION]...",
-	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU).",
-	"kernels", opts, TF_NOPTS(opts),
+	"tf-bench", "kernels [--backend cuda|cpu] [OPTION]...\n"
+	"       tf-bench serve [--port PORT] [--requests N] [--concurrency N] [OPTION]...",
+	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU), "
+	"or load a running server like vllm bench serve.",
+	"kernels|serve", opts, TF_NOPTS(opts),
 };
 
 static int mode_kernels(void)
@@ -52,17 +89,18 @@ static const struct {
 	int (*run)(void);
 } modes[] = {
 	{"kernels", mode_kernels},
+	{"serve", bench_serve},
 };
 
 int main(int argc, char **argv)
 {
 	int i = tf_cli_parse(&cli, argc, argv);
 	if (i >= argc)
-		tf_usage_error("missing mode (kernels)");
+		tf_usage_error("missing mode (kernels or serve)");
 	if (i + 1 < argc)
 		tf_usage_error("unexpected argument '%s'", argv[i + 1]);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
 		if (!strcmp(argv[i], modes[m].name))
 			return modes[m].run();
-	tf_usage_error("unknown mode '%s' (kernels)", argv[i]);
+	tf_usage_error("unknown mode '%s' (kernels or serve)", argv[i]);
 }

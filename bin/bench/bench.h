@@ -13,6 +13,11 @@ struct bench_opts {
 	int64_t iters, device, blocks_per_sm, threads;
 	double seconds;
 	bool json, no_cublas;
+	/* serve */
+	const char *host, *path, *model, *api_key, *prompt, *prompt_file;
+	int64_t port, requests, concurrency, max_tokens, random_words, seed;
+	double rate, temperature, hold, timeout;
+	bool ignore_eos, verify;
 };
 
 extern struct bench_opts bench;
@@ -20,6 +25,8 @@ extern struct bench_opts bench;
 /* tf-bench kernels on the GPU (kernels_cuda.c) and on the CPU (kernels_cpu.c). */
 int bench_kernels_cuda(void);
 int bench_kernels_cpu(void);
+/* tf-bench serve: a load generator against a running server (serve.c). */
+int bench_serve(void);
 
 /* "a,b,c" of integers in [lo, hi] into v (at most max); usage error if bad. */
 int bench_parse_list(const char *s, const char *what, int64_t lo, int64_t hi, int64_t *v, int max);

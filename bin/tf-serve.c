@@ -1,0 +1,292 @@
+/* tf-serve: serve a model over OpenAI- and Anthropic-compatible HTTP, or
+ * answer one request from stdin (--once), or check the setup (--check).
+ *
+ * main: parse, validate, open (family, engine, server), run until a stop
+ * signal (drain), close (server stop, engine close, server free). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/alloc.h"
+#include "base/cli.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "engine/engine.h"
+#include "engine/planner.h"
+#include "engine/stub.h"
+#include "serve/family.h"
+#include "serve/gen.h"
+#include "serve/server.h"
+
+static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
+	*seed_salt;
+static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
+	connections, http_threads, memo_cap, top_k;
+static uint64_t body_max;
+static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
+static bool check, once;
+
+static const struct tf_opt opts[] = {
+	{"host", 'H', TF_OPT_STR, &host, "ADDR", "TF_HOST", "127.0.0.1", "listen address (numeric IPv4 or IPv6)", 0, 0, NULL},
+	{"port", 'p', TF_OPT_INT, &port, "PORT", "TF_PORT", "8080", "listen port (0: any free port)", 0, 65535, NULL},
+	{"engine", 'e', TF_OPT_CHOICE, &engine_name, "ENGINE", "TF_ENGINE", "cpu", "engine backend", 0, 0, "cpu|stub"},
+	{"model", 'm', TF_OPT_STR, &model, "NAME", "TF_MODEL", NULL, "served model name (default: the pack folder's name, or 'stub')", 0, 0, NULL},
+	{"alias", 0, TF_OPT_STR, &aliases, "NAMES", "TF_MODEL_ALIASES", NULL, "other model names to list, comma-separated", 0, 0, NULL},
+	{"context", 'c', TF_OPT_INT, &context, "N", "TF_CONTEXT", "4096", "longest prompt plus completion in tokens", 16, 1 << 24, NULL},
+	{"max-tokens", 0, TF_OPT_INT, &max_tokens, "N", "TF_MAX_TOKENS", "4096", "completion limit when a request names none", 1, 1 << 24, NULL},
+	{"lanes", 'l', TF_OPT_INT, &lanes, "N", "TF_LANES", "64", "requests running at once (more wait)", 1, 65536, NULL},
+	{"round-tokens", 0, TF_OPT_INT, &round_tokens, "N", "TF_ROUND_TOKENS", "2048", "token budget of one engine round", 16, 1 << 20, NULL},
+	{"api-key", 'k', TF_OPT_STR, &api_key, "KEYS", "TF_API_KEY", NULL, "API keys, comma-separated (Bearer or x-api-key)", 0, 0, NULL},
+	{"api-key-file", 0, TF_OPT_STR, &api_key_file, "FILE", "TF_API_KEY_FILE", NULL, "file of API keys, one a line", 0, 0, NULL},
+	{"body-max", 0, TF_OPT_SIZE, &body_max, "SIZE", "TF_BODY_MAX", "32M", "request body limit (413 past it)", 0, (double)(1ull << 32), NULL},
+	{"headers-max", 0, TF_OPT_INT, &headers_max, "N", "TF_HEADERS_MAX", "100", "header lines per request (431 past it)", 1, 10000, NULL},
+	{"timeout", 't', TF_OPT_INT, &timeout_s, "S", "TF_HTTP_TIMEOUT_S", "120", "seconds a connection may idle or take to send its request", 1, 86400, NULL},
+	{"connections", 0, TF_OPT_INT, &connections, "N", "TF_CONNECTIONS", "2048", "open connections at once", 1, 1 << 20, NULL},
+	{"http-threads", 0, TF_OPT_INT, &http_threads, "N", "TF_HTTP_THREADS", "0", "HTTP threads (0: one per CPU, at most 4)", 0, 256, NULL},
+	{"drain", 0, TF_OPT_DOUBLE, &drain_s, "S", "TF_DRAIN_S", "20", "seconds running requests get after a stop signal", 0, 86400, NULL},
+	{"keepalive", 0, TF_OPT_DOUBLE, &keepalive_s, "S", "TF_SSE_KEEPALIVE_S", "15", "silence before a stream keepalive (0: off)", 0, 86400, NULL},
+	{"temperature", 0, TF_OPT_DOUBLE, &temperature, "T", "TF_TEMPERATURE", "1.0", "default sampling temperature (0: greedy)", 0, 100, NULL},
+	{"top-p", 0, TF_OPT_DOUBLE, &top_p, "P", "TF_TOP_P", "0.95", "default nucleus sampling mass", 0.000001, 1, NULL},
+	{"top-k", 0, TF_OPT_INT, &top_k, "K", "TF_TOP_K", "20", "default top-k (0: all)", 0, 1 << 30, NULL},
+	{"seed-salt", 0, TF_OPT_STR, &seed_salt, "TEXT", "TF_SEED_SALT", "0", "salt of the default seed (SHA-256 of the prompt ids)", 0, 0, NULL},
+	{"reasoning-memory", 0, TF_OPT_INT, &memo_cap, "N", "TF_REASONING_MEMORY", "1024", "replies whose reasoning is kept to restore into history", 1, 1 << 24, NULL},
+	{"stub-token-ms", 0, TF_OPT_DOUBLE, &stub_token_ms, "MS", "TF_STUB_TOKEN_MS", "15", "stub engine: milliseconds per decode round (0: none)", 0, 60000, NULL},
+	{"stub-piece-us", 0, TF_OPT_DOUBLE, &stub_piece_us, "US", "TF_STUB_PIECE_US", "20", "stub engine: microseconds per prompt token (0: none)", 0, 1e6, NULL},
+	{"stub-wait-ms", 0, TF_OPT_DOUBLE, &stub_wait_ms, "MS", "TF_STUB_WAIT_MS", "800", "stub engine: the silence of @wait", 1, 3600000, NULL},
+	{"check", 0, TF_OPT_FLAG, &check, NULL, NULL, NULL, "validate the setup, print it and exit", 0, 0, NULL},
+	{"once", 0, TF_OPT_FLAG, &once, NULL, NULL, NULL, "answer one request JSON from stdin on stdout and exit", 0, 0, NULL},
+	{"path", 0, TF_OPT_STR, &path, "ROUTE", NULL, "/v1/chat/completions", "the route --once answers", 0, 0, NULL},
+};
+
+static const struct tf_cli cli = {
+	"tf-serve",
+	"[OPTION]... [PACK|PREPARED]\n"
+	"       tf-serve --engine stub [OPTION]...\n"
+	"       tf-serve --once [--path ROUTE] [OPTION]... [PACK] < request.json",
+	"serve a model over OpenAI- and Anthropic-compatible HTTP",
+	NULL,
+	opts,
+	TF_NOPTS(opts),
+};
+
+/* Split a comma list into a NULL-free array of heap strings (appended). */
+static void split_keys(const char *s, char ***v, size_t *n)
+{
+	while (s && *s) {
+		const char *e = strchr(s, ',');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		while (len && (*s == ' ' || *s == '\t'))
+			s++, len--;
+		while (len && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '\r'))
+			len--;
+		if (len) {
+			if (tf_realloc_array(v, *n + 1, sizeof(**v)) || !((*v)[*n] = tf_strndup(s, len)))
+				tf_die(71, "out of memory");
+			(*n)++;
+		}
+		s = e ? e + 1 : NULL;
+	}
+}
+
+static void read_key_file(const char *file, char ***v, size_t *n)
+{
+	char *data;
+	size_t len;
+	tf_status st = tf_file_read_all(file, 1 << 20, &data, &len);
+	if (st)
+		tf_die(st == TF_ERR_NOTFOUND ? 66 : 74, "cannot read the key file '%s': %s", file,
+		       tf_errmsg(st));
+	struct stat sb;
+	if (stat(file, &sb) == 0 && (sb.st_mode & 077))
+		tf_warn("the key file '%s' is readable by others (mode %03o)", file,
+			(unsigned)(sb.st_mode & 0777));
+	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n"))
+		if (line[0] != '#')
+			split_keys(line, v, n);
+	free(data);
+}
+
+static void free_list(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static atomic_int signals;
+static sigset_t stop_set;
+
+/* Counts stop signals after the first, for tf_server_drain. */
+static void *signal_watch(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int sig;
+		if (sigwait(&stop_set, &sig) == 0)
+			atomic_fetch_add(&signals, 1);
+	}
+	return NULL;
+}
+
+static const char *base_name(const char *p)
+{
+	static char name[256];
+	snprintf(name, sizeof(name), "%s", p);
+	size_t n = strlen(name);
+	while (n > 1 && name[n - 1] == '/')
+		name[--n] = 0;
+	const char *b = strrchr(name, '/');
+	return b ? b + 1 : name;
+}
+
+int main(int argc, char **argv)
+{
+	int first = tf_cli_parse(&cli, argc, argv);
+	const char *pack = NULL;
+	if (argc - first > 1)
+		tf_usage_error("one PACK or PREPARED folder at most");
+	if (argc - first == 1)
+		pack = argv[first];
+	bool stub = !strcmp(engine_name, "stub");
+	if (!stub && !pack)
+		tf_usage_error("a PACK or PREPARED folder is needed (or --engine stub)");
+	if (once && check)
+		tf_usage_error("--once and --check do not go together");
+	if (pack && !tf_file_exists(pack))
+		tf_die(66, "cannot open '%s': %s", pack, strerror(ENOENT));
+	if (!stub)
+		tf_die(69, "the cpu engine is not built yet: the CPU forward has not landed "
+			   "(use --engine stub to serve the stub engine)");
+	if (path[0] != '/')
+		tf_usage_error("--path must start with '/': '%s'", path);
+	unsigned char addr[sizeof(struct in6_addr)];
+	if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+		tf_usage_error("--host must be a numeric IPv4 or IPv6 address: '%s'", host);
+
+	/* Open: the family (a pack's tokenizer, or the plain bytes for the stub). */
+	struct tf_family family;
+	tf_status st = pack ? tf_family_dsv41(pack, &family) : tf_family_plain(&family);
+	if (st)
+		tf_die_status(st, "cannot load the text side of '%s'", pack ? pack : "(plain)");
+	if (!model)
+		model = pack ? base_name(pack) : "stub";
+	char **keys = NULL, **names = NULL;
+	size_t nkeys = 0, nnames = 0;
+	split_keys(api_key, &keys, &nkeys);
+	if (api_key_file)
+		read_key_file(api_key_file, &keys, &nkeys);
+	split_keys(aliases, &names, &nnames);
+	if (check) {
+		printf("ok: engine %s, family %s, model %s, context %lld, lanes %lld, listen %s:%lld, "
+		       "%zu API key%s\n", engine_name, family.name, model, (long long)context,
+		       (long long)lanes, host, (long long)port, nkeys, nkeys == 1 ? "" : "s");
+		tf_family_release(&family);
+		free_list(keys, nkeys);
+		free_list(names, nnames);
+		return 0;
+	}
+
+	/* The engine. */
+	struct tf_stub_text text = {family.ctx, family.decode, family.encode, family.eos};
+	struct tf_stub_config sc = {.text = text, .token_ms = stub_token_ms, .piece_us = stub_piece_us,
+				    .wait_ms = stub_wait_ms, .zero_ok = true};
+	struct tf_planner_config pc = {.round_tokens = (uint32_t)round_tokens,
+				       .max_lanes = (uint32_t)lanes, .context = (uint32_t)context};
+	struct tf_engine_backend be;
+	struct tf_planner pl;
+	struct tf_engine *engine;
+	if ((st = tf_stub_new(&sc, &be)) || (st = tf_planner_default(&pc, &pl)))
+		tf_die_status(st, "cannot set up the engine");
+	/* Stop signals are taken by one thread; every thread started after this
+	 * inherits the mask. */
+	sigemptyset(&stop_set);
+	sigaddset(&stop_set, SIGTERM);
+	sigaddset(&stop_set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if ((st = tf_engine_new(&be, &pl, &engine)))
+		tf_die_status(st, "cannot start the engine");
+	struct tf_memo *memo = NULL;
+	if ((st = tf_memo_new((size_t)memo_cap, &memo)))
+		tf_die_status(st, "cannot set up the reasoning memory");
+	struct tf_gen_env env = {
+		.engine = engine,
+		.family = &family,
+		.model = model,
+		.context = (uint32_t)context,
+		.max_tokens = (uint32_t)max_tokens,
+		.temperature = temperature,
+		.top_p = top_p,
+		.top_k = (int32_t)top_k,
+		.seed_salt = seed_salt,
+		.keepalive_s = keepalive_s,
+		.memo = memo,
+	};
+
+	int code = 0;
+	if (once) {
+		char *body;
+		size_t n;
+		if ((st = tf_file_read_all("-", body_max, &body, &n)))
+			tf_die_status(st, "cannot read the request from standard input");
+		int status;
+		st = tf_serve_once(&env, path, body, n, stdout, &status);
+		free(body);
+		if (st)
+			tf_die_status(st, "cannot answer the request");
+		code = status == 200 ? 0 : status < 500 ? 65 : status == 503 ? 75 : 70;
+		if (code)
+			tf_warn("the request got HTTP %d", status);
+	} else {
+		struct tf_server_config c = {
+			.host = host,
+			.port = (uint16_t)port,
+			.body_max = body_max,
+			.headers_max = (unsigned)headers_max,
+			.timeout_s = (unsigned)timeout_s,
+			.connections_max = (unsigned)connections,
+			.threads = (unsigned)http_threads,
+			.keys = (const char *const *)keys,
+			.nkeys = nkeys,
+			.aliases = (const char *const *)names,
+			.naliases = nnames,
+			.env = env,
+		};
+		struct tf_server *srv;
+		if ((st = tf_server_new(&c, &srv)))
+			tf_die_status(st, "cannot serve");
+		if (tf_cli_chatty())
+			fprintf(stderr, "tf-serve: listening on http://%s%s%s:%u (engine %s, model %s)\n",
+				strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+				(unsigned)tf_server_port(srv), engine_name, model);
+		int sig;
+		while (sigwait(&stop_set, &sig) != 0)
+			;
+		atomic_store(&signals, 1);
+		pthread_t watch;
+		pthread_create(&watch, NULL, signal_watch, NULL);
+		if (tf_cli_chatty())
+			fprintf(stderr, "tf-serve: %s: draining %ld request%s (up to %gs; a second signal "
+				"cuts it short)\n", sig == SIGINT ? "interrupt" : "terminate",
+				tf_server_inflight(srv), tf_server_inflight(srv) == 1 ? "" : "s", drain_s);
+		long cut = tf_server_drain(srv, drain_s, &signals);
+		tf_server_stop(srv);
+		tf_engine_close(engine);
+		engine = NULL;
+		tf_server_free(srv);
+		if (tf_cli_chatty())
+			fprintf(stderr, "tf-serve: stopped%s\n", cut ? " (running requests were halted)" : "");
+	}
+	tf_engine_close(engine);
+	tf_memo_free(memo);
+	tf_family_release(&family);
+	free_list(keys, nkeys);
+	free_list(names, nnames);
+	return code;
+}

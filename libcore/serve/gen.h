@@ -1,0 +1,116 @@
+/* gen.h: one generation in flight: a validated request (request.h) is
+ * rendered through the family hook, checked against the context, submitted
+ * to the engine, and its tokens are turned into text, cut at stop strings,
+ * read into deltas and written in the route's protocol: OpenAI chat or
+ * completion chunks, Anthropic message events, or one whole JSON reply.
+ *
+ * The caller drives it: tf_gen_pump waits up to a deadline for tokens and
+ * appends what is ready (SSE frames for streams, keepalives after silence,
+ * the closing frames at the end); a whole reply comes from tf_gen_reply
+ * once pumping says done. The HTTP layer pumps from its connection thread;
+ * tf-serve --once pumps to stdout. One thread per generation. */
+#ifndef TF_SERVE_GEN_H
+#define TF_SERVE_GEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/status.h"
+#include "engine/engine.h"
+#include "serve/family.h"
+#include "serve/request.h"
+
+struct tf_memo;
+
+/* What generations share: the engine, the family, the limits and
+ * defaults. Read-only while the server runs. */
+struct tf_gen_env {
+	struct tf_engine *engine;
+	const struct tf_family *family;
+	const char *model;         /* the served name */
+	uint32_t context;          /* prompt + completion limit */
+	uint32_t max_tokens;       /* default completion limit */
+	double temperature, top_p, min_p; /* defaults */
+	int32_t top_k;
+	const char *seed_salt;     /* default seed: SHA-256 of "ids|salt" */
+	double keepalive_s;        /* SSE silence before a keepalive (0: off) */
+	struct tf_memo *memo;      /* reasoning memory, or NULL */
+};
+
+/* An HTTP reply: status, content type, body, Retry-After (0: none). */
+struct tf_reply {
+	int status;
+	const char *type;
+	struct tf_buf body;
+	int retry_after;
+};
+
+void tf_reply_release(struct tf_reply *r);
+
+/* The error shape of a route: OpenAI {"error": {...}} or Anthropic
+ * {"type": "error", "error": {...}}. kind is the OpenAI type
+ * ("invalid_request_error", "server_error", ...); code and param may be
+ * NULL. The Anthropic type follows the status. */
+void tf_reply_error(struct tf_reply *r, bool anthropic, int status, const char *kind,
+		    const char *code, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+
+struct tf_gen;
+
+/* Start a generation: takes req over (released on every path). On a
+ * refusal (bad request, context too long) returns non-zero and fills err
+ * (status, JSON body); otherwise *out is running. */
+tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct tf_gen **out,
+		       struct tf_reply *err);
+
+bool tf_gen_streaming(const struct tf_gen *g);
+
+/* Wait up to wait_ms for tokens and append what is ready to out (streams:
+ * SSE bytes, including the opening frame on the first call, keepalives,
+ * the closing frames; whole replies: nothing). *done once finished. */
+tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *done);
+
+/* The whole reply of a non-streamed generation (after done). */
+void tf_gen_reply(struct tf_gen *g, struct tf_reply *r);
+
+/* Have fn(ctx) called (from the engine thread, briefly) when tokens reach
+ * the generation or it ends (end_only: when it ends); NULL stops it. See
+ * tf_engine_job_notify. */
+void tf_gen_notify(struct tf_gen *g, void (*fn)(void *ctx), void *ctx, bool end_only);
+
+/* True once pumping said done. */
+bool tf_gen_done(const struct tf_gen *g);
+
+/* The client left: cancel at the next round boundary. */
+void tf_gen_cancel(struct tf_gen *g);
+
+/* How it went, for metrics and logs. */
+struct tf_gen_outcome {
+	bool failed, halted, cancelled;
+	uint32_t prompt, cached, completion, reasoning;
+	double ttft_s, e2e_s, queued_s, prefill_s, decode_s;
+	uint32_t events;           /* token-bearing frames written */
+	double itl_sum_s, itl_max_s; /* gaps between those frames */
+	const uint32_t *itl_n;     /* the gaps by metrics.h bucket (TF_METRICS_NB + 1), borrowed */
+};
+void tf_gen_outcome(struct tf_gen *g, struct tf_gen_outcome *o);
+
+void tf_gen_free(struct tf_gen *g);
+
+/* Count the prompt tokens of a chat-shaped request (count_tokens,
+ * /tokenize): renders and encodes; TF_ERR_FORMAT for a refused request. */
+tf_status tf_gen_count(const struct tf_gen_env *env, const json_t *chat, int32_t **ids,
+		       size_t *n);
+
+/* Reasoning memory: the reasoning of finished replies, under each tool
+ * call id and under "c:" + SHA-256 of the content, so that a client that
+ * drops reasoning_content from its history gets it back. At most cap
+ * entries, the oldest dropped first. Thread safe. */
+tf_status tf_memo_new(size_t cap, struct tf_memo **out);
+void tf_memo_free(struct tf_memo *m);
+/* Put remembered reasoning back into the assistant messages of an
+ * OpenAI-shaped chat request that lack it. Returns how many it restored. */
+size_t tf_memo_restore(struct tf_memo *m, json_t *chat);
+
+#endif

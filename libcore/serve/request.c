@@ -1,0 +1,466 @@
+/* request.c: validation and normalisation of generation request bodies. */
+#include "serve/request.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+/* A refusal: the 400 message. The reference names a parameter only for
+ * context and vocabulary refusals, so param is recorded by those alone. */
+#define BAD(r, p, ...) ((void)(p), tf_err(TF_ERR_FORMAT, __VA_ARGS__))
+
+static tf_status number(struct tf_req *r, const char *key, bool *has, double *out)
+{
+	const json_t *v = json_object_get(r->body, key);
+	if (!v || json_is_null(v))
+		return TF_OK;
+	if (!json_is_number(v) || !isfinite(json_number_value(v)))
+		return BAD(r, key, "%s must be a finite number or null", key);
+	*out = json_number_value(v);
+	*has = true;
+	return TF_OK;
+}
+
+static tf_status integer(struct tf_req *r, const char *key, int64_t min, int64_t max,
+			 bool *has, int64_t *out)
+{
+	const json_t *v = json_object_get(r->body, key);
+	if (!v || json_is_null(v))
+		return TF_OK;
+	int64_t x;
+	if (json_is_integer(v))
+		x = json_integer_value(v);
+	else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+		 fabs(json_real_value(v)) < 9e15)
+		x = (int64_t)json_real_value(v);
+	else
+		return BAD(r, key, "%s must be an integer or null", key);
+	if (x < min || x > max)
+		return BAD(r, key, "%s must be between %lld and %lld", key, (long long)min,
+			   (long long)max);
+	*out = x;
+	if (has)
+		*has = true;
+	return TF_OK;
+}
+
+static tf_status boolean(struct tf_req *r, const char *key, bool *out)
+{
+	const json_t *v = json_object_get(r->body, key);
+	if (!v || json_is_null(v))
+		return TF_OK;
+	if (!json_is_boolean(v))
+		return BAD(r, key, "%s must be true, false or null", key);
+	*out = json_is_true(v);
+	return TF_OK;
+}
+
+static tf_status stops(struct tf_req *r, const char *key)
+{
+	const json_t *v = json_object_get(r->body, key);
+	if (!v || json_is_null(v))
+		return TF_OK;
+	if (json_is_string(v)) {
+		if (json_string_length(v))
+			r->stop[r->nstop++] = json_string_value(v);
+		return TF_OK;
+	}
+	if (!json_is_array(v) || json_array_size(v) > TF_REQ_MAX_STOP)
+		return BAD(r, key, "%s must be a string or a list of at most %d strings", key,
+			   TF_REQ_MAX_STOP);
+	size_t i;
+	const json_t *s;
+	json_array_foreach(v, i, s) {
+		if (!json_is_string(s))
+			return BAD(r, key, "%s must be a string or a list of at most %d strings", key,
+				   TF_REQ_MAX_STOP);
+		if (json_string_length(s))
+			r->stop[r->nstop++] = json_string_value(s);
+	}
+	return TF_OK;
+}
+
+/* Sampling and limits shared by every generation route. */
+static tf_status common(struct tf_req *r)
+{
+	tf_status rc;
+	const json_t *m = json_object_get(r->body, "model");
+	if (m && !json_is_null(m) && !json_is_string(m))
+		return BAD(r, "model", "model must be a string");
+	r->model = json_string_value(m);
+	if ((rc = boolean(r, "stream", &r->stream)) ||
+	    (rc = number(r, "temperature", &r->has_temperature, &r->temperature)) ||
+	    (rc = number(r, "top_p", &r->has_top_p, &r->top_p)) ||
+	    (rc = number(r, "min_p", &r->has_min_p, &r->min_p)) ||
+	    (rc = integer(r, "top_k", -1, 1 << 30, &r->has_top_k, &r->top_k)) ||
+	    (rc = boolean(r, "ignore_eos", &r->ignore_eos)))
+		return rc;
+	if (r->has_temperature && (r->temperature < 0 || r->temperature > 100))
+		return BAD(r, "temperature", "temperature must be between 0 and 100");
+	if (r->has_top_p && (r->top_p <= 0 || r->top_p > 1))
+		return BAD(r, "top_p", "top_p must be in (0, 1]");
+	if (r->has_min_p && (r->min_p < 0 || r->min_p > 1))
+		return BAD(r, "min_p", "min_p must be in [0, 1]");
+	int64_t seed = 0;
+	if ((rc = integer(r, "seed", INT64_MIN, INT64_MAX, &r->has_seed, &seed)))
+		return rc;
+	r->seed = (uint64_t)seed;
+	const json_t *p = json_object_get(r->body, "priority");
+	if (p && !json_is_null(p)) {
+		if (json_is_string(p))
+			r->background = !strcmp(json_string_value(p), "background");
+		else if (!json_is_integer(p))
+			return BAD(r, "priority", "priority must be \"background\", a string or an integer");
+	}
+	return TF_OK;
+}
+
+static tf_status max_tokens(struct tf_req *r, const char *key)
+{
+	return integer(r, key, 1, INT32_MAX, NULL, &r->max_tokens);
+}
+
+static tf_status parse_chat(struct tf_req *r)
+{
+	tf_status rc;
+	const json_t *msgs = json_object_get(r->body, "messages");
+	if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+		return BAD(r, "messages", "messages must be a non-empty list");
+	size_t i;
+	const json_t *m;
+	json_array_foreach(msgs, i, m) {
+		if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")))
+			return BAD(r, "messages", "messages[%zu] must be an object with a string role", i);
+	}
+	if ((rc = max_tokens(r, "max_tokens")) || (rc = max_tokens(r, "max_completion_tokens")) ||
+	    (rc = stops(r, "stop")))
+		return rc;
+	const json_t *kw = json_object_get(r->body, "chat_template_kwargs");
+	if (kw && !json_is_null(kw) && !json_is_object(kw))
+		return BAD(r, "chat_template_kwargs", "chat_template_kwargs must be a JSON object or null");
+	int64_t n = 1;
+	if ((rc = integer(r, "n", 1, 1, NULL, &n)))
+		return BAD(r, "n", "n must be 1");
+	const json_t *so = json_object_get(r->body, "stream_options");
+	if (so && !json_is_null(so)) {
+		if (!json_is_object(so))
+			return BAD(r, "stream_options", "stream_options must be an object or null");
+		r->include_usage = json_is_true(json_object_get(so, "include_usage"));
+	}
+	const json_t *tools = json_object_get(r->body, "tools");
+	if (tools && !json_is_null(tools) && !json_is_array(tools))
+		return BAD(r, "tools", "tools must be a list or null");
+	json_array_foreach(tools, i, m) {
+		const json_t *f = json_object_get(m, "function");
+		if (!json_is_object(f) || !json_is_string(json_object_get(f, "name")))
+			return BAD(r, "tools", "tools[%zu] must be a function with a name", i);
+	}
+	const json_t *choice = json_object_get(r->body, "tool_choice");
+	const char *cs = json_string_value(choice);
+	if (json_array_size(tools) && !(cs && !strcmp(cs, "none")))
+		r->tools = tools;
+	r->chat = json_incref(r->body);
+	return TF_OK;
+}
+
+static tf_status parse_completion(struct tf_req *r, uint32_t vocab)
+{
+	tf_status rc;
+	if ((rc = max_tokens(r, "max_tokens")) || (rc = stops(r, "stop")))
+		return rc;
+	int64_t n = 1;
+	if ((rc = integer(r, "n", 1, 1, NULL, &n)))
+		return BAD(r, "n", "n must be 1");
+	const json_t *so = json_object_get(r->body, "stream_options");
+	if (json_is_object(so))
+		r->include_usage = json_is_true(json_object_get(so, "include_usage"));
+	const json_t *p = json_object_get(r->body, "prompt");
+	if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
+		p = json_array_get(p, 0);
+	if (json_is_string(p)) {
+		r->prompt = json_string_value(p);
+		return TF_OK;
+	}
+	if (!json_is_array(p) || json_array_size(p) == 0)
+		return BAD(r, "prompt", "prompt must be a string or a non-empty list of token ids");
+	r->nids = json_array_size(p);
+	r->ids = tf_alloc_array(r->nids, sizeof(*r->ids));
+	if (!r->ids)
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	size_t i;
+	const json_t *v;
+	json_array_foreach(p, i, v) {
+		if (!json_is_integer(v))
+			return BAD(r, "prompt", "prompt must be a string or a non-empty list of token ids");
+		json_int_t id = json_integer_value(v);
+		if (id < 0 || (vocab && id >= vocab) || id > INT32_MAX)
+			return r->param = "prompt", BAD(r, "prompt", "token id %lld is outside the vocabulary (0 to %u)",
+				   (long long)id, vocab ? vocab - 1 : (uint32_t)INT32_MAX);
+		r->ids[i] = (int32_t)id;
+	}
+	return TF_OK;
+}
+
+/* Anthropic content (a string or blocks) as text, for system and tool results. */
+static tf_status blocks_text(const json_t *c, const char *what, json_t **out)
+{
+	if (json_is_string(c)) {
+		*out = json_incref((json_t *)c);
+		return TF_OK;
+	}
+	if (!json_is_array(c))
+		return tf_err(TF_ERR_FORMAT, "%s must be a string or a list of content blocks", what);
+	json_t *parts = json_array();
+	size_t i;
+	const json_t *b;
+	json_array_foreach(c, i, b) {
+		const char *type = json_string_value(json_object_get(b, "type"));
+		if (!type) {
+			json_decref(parts);
+			return tf_err(TF_ERR_FORMAT, "%s[%zu] must have a type", what, i);
+		}
+		if (!strcmp(type, "text")) {
+			const json_t *t = json_object_get(b, "text");
+			if (!json_is_string(t)) {
+				json_decref(parts);
+				return tf_err(TF_ERR_FORMAT, "%s[%zu].text must be a string", what, i);
+			}
+			json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", t));
+		} else if (!strcmp(type, "image")) {
+			json_array_append_new(parts, json_pack("{s:s,s:{s:s}}", "type", "image_url",
+								"image_url", "url", "data:image"));
+		} else {
+			json_decref(parts);
+			return tf_err(TF_ERR_FORMAT, "%s[%zu]: content type '%s' is not served here", what,
+				      i, type);
+		}
+	}
+	*out = parts;
+	return TF_OK;
+}
+
+/* One Anthropic message's content blocks into OpenAI-shaped messages
+ * appended to out: text and image parts, thinking as reasoning_content and
+ * tool_use as tool_calls on the message itself, each tool_result as a tool
+ * message of its own (before the message, as the results answer the
+ * previous turn). */
+static tf_status blocks_to_messages(struct tf_req *r, const char *role, const json_t *c,
+				    const char *what, json_t *out)
+{
+	tf_status rc = TF_OK;
+	json_t *msg = json_pack("{s:s}", "role", role), *parts = json_array(), *calls = json_array();
+	json_t *reasoning = NULL;
+	size_t k;
+	const json_t *b;
+	json_array_foreach(c, k, b) {
+		const char *type = json_string_value(json_object_get(b, "type"));
+		if (!type) {
+			rc = BAD(r, "messages", "%s[%zu] must have a type", what, k);
+			break;
+		}
+		if (!strcmp(type, "text") || !strcmp(type, "image")) {
+			json_t *one = json_array(), *conv;
+			json_array_append(one, (json_t *)b);
+			rc = blocks_text(one, what, &conv);
+			json_decref(one);
+			if (rc)
+				break;
+			json_array_extend(parts, conv);
+			json_decref(conv);
+		} else if (!strcmp(type, "thinking") && !strcmp(role, "assistant")) {
+			const json_t *t = json_object_get(b, "thinking");
+			if (json_is_string(t) && !reasoning)
+				reasoning = json_incref((json_t *)t);
+		} else if (!strcmp(type, "redacted_thinking")) {
+			continue;
+		} else if (!strcmp(type, "tool_use") && !strcmp(role, "assistant")) {
+			const json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name");
+			const json_t *input = json_object_get(b, "input");
+			if (!json_is_string(id) || !json_is_string(name)) {
+				rc = BAD(r, "messages", "%s[%zu]: tool_use needs an id and a name", what, k);
+				break;
+			}
+			char *args = input ? json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+			json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:s}}", "id", id, "type",
+							       "function", "function", "name", name,
+							       "arguments", args ? args : "{}"));
+			free(args);
+		} else if (!strcmp(type, "tool_result") && !strcmp(role, "user")) {
+			const json_t *id = json_object_get(b, "tool_use_id");
+			const json_t *tc = json_object_get(b, "content");
+			json_t *text;
+			if (!json_is_string(id)) {
+				rc = BAD(r, "messages", "%s[%zu]: tool_result needs a tool_use_id", what, k);
+				break;
+			}
+			if (!tc || json_is_null(tc))
+				text = json_string("");
+			else if ((rc = blocks_text(tc, what, &text)))
+				break;
+			json_array_append_new(out, json_pack("{s:s,s:O,s:o}", "role", "tool", "tool_call_id",
+							     id, "content", text));
+		} else {
+			rc = BAD(r, "messages", "%s[%zu]: content type '%s' is not served here", what, k, type);
+			break;
+		}
+	}
+	if (!rc && (json_array_size(parts) || !json_array_size(calls)))
+		json_object_set(msg, "content", parts);
+	if (!rc && json_array_size(calls))
+		json_object_set(msg, "tool_calls", calls);
+	if (reasoning)
+		json_object_set_new(msg, "reasoning_content", reasoning);
+	json_decref(parts);
+	json_decref(calls);
+	if (!rc && (json_array_size(json_object_get(msg, "content")) ||
+		    json_object_get(msg, "tool_calls") || json_object_get(msg, "reasoning_content")))
+		json_array_append(out, msg);
+	json_decref(msg);
+	return rc;
+}
+
+/* An Anthropic request's system and messages as an OpenAI-shaped chat. */
+static tf_status messages_to_chat(struct tf_req *r)
+{
+	tf_status rc = TF_OK;
+	json_t *chat = json_object(), *out = json_array();
+	json_object_set_new(chat, "messages", out);
+	r->chat = chat;
+	const json_t *sys = json_object_get(r->body, "system");
+	if (sys && !json_is_null(sys)) {
+		json_t *t;
+		if ((rc = blocks_text(sys, "system", &t)))
+			return BAD(r, "system", "%s", tf_errmsg(rc));
+		json_array_append_new(out, json_pack("{s:s,s:o}", "role", "system", "content", t));
+	}
+	const json_t *msgs = json_object_get(r->body, "messages");
+	if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+		return BAD(r, "messages", "messages must be a non-empty list");
+	size_t i;
+	const json_t *m;
+	json_array_foreach(msgs, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const json_t *c = json_object_get(m, "content");
+		char what[64];
+		snprintf(what, sizeof(what), "messages[%zu].content", i);
+		if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant")))
+			return BAD(r, "messages", "messages[%zu].role must be \"user\" or \"assistant\"", i);
+		if (json_is_string(c))
+			json_array_append_new(out, json_pack("{s:s,s:O}", "role", role, "content", c));
+		else if (!json_is_array(c))
+			return BAD(r, "messages", "%s must be a string or a list of content blocks", what);
+		else if ((rc = blocks_to_messages(r, role, c, what, out)))
+			return rc;
+	}
+	return TF_OK;
+}
+
+static tf_status anthropic_tools(struct tf_req *r)
+{
+	const json_t *tools = json_object_get(r->body, "tools");
+	if (!tools || json_is_null(tools))
+		return TF_OK;
+	if (!json_is_array(tools))
+		return BAD(r, "tools", "tools must be a list");
+	json_t *conv = json_array();
+	size_t i;
+	const json_t *t;
+	json_array_foreach(tools, i, t) {
+		const json_t *name = json_object_get(t, "name");
+		const json_t *schema = json_object_get(t, "input_schema");
+		const json_t *desc = json_object_get(t, "description");
+		if (!json_is_string(name) || !json_is_object(schema)) {
+			json_decref(conv);
+			return BAD(r, "tools", "tools[%zu] needs a name and an input_schema object", i);
+		}
+		json_t *f = json_pack("{s:O,s:O}", "name", name, "parameters", schema);
+		if (json_is_string(desc))
+			json_object_set(f, "description", (json_t *)desc);
+		json_array_append_new(conv, json_pack("{s:s,s:o}", "type", "function", "function", f));
+	}
+	json_object_set_new(r->chat, "tools", conv);
+	const json_t *choice = json_object_get(r->body, "tool_choice");
+	const char *ct = json_string_value(json_object_get(choice, "type"));
+	if (ct && !strcmp(ct, "none"))
+		json_object_set_new(r->chat, "tool_choice", json_string("none"));
+	else if (json_array_size(conv))
+		r->tools = conv;
+	return TF_OK;
+}
+
+static tf_status parse_messages(struct tf_req *r)
+{
+	tf_status rc;
+	if ((rc = messages_to_chat(r)) || (rc = anthropic_tools(r)))
+		return rc;
+	/* Anthropic's default is thinking off; an explicit setting passes through. */
+	const json_t *th = json_object_get(r->body, "thinking");
+	if (th && !json_is_null(th)) {
+		const char *t = json_string_value(json_object_get(th, "type"));
+		if (!json_is_object(th) || !t ||
+		    (strcmp(t, "enabled") && strcmp(t, "disabled") && strcmp(t, "adaptive")))
+			return BAD(r, "thinking",
+				   "thinking must be {\"type\": \"enabled\"|\"disabled\"|\"adaptive\"}");
+		json_object_set_new(r->chat, "thinking", json_boolean(strcmp(t, "disabled") != 0));
+	} else {
+		json_object_set_new(r->chat, "thinking", json_false());
+	}
+	if (r->api == TF_API_COUNT_TOKENS)
+		return TF_OK;
+	const json_t *mt = json_object_get(r->body, "max_tokens");
+	if (!mt || json_is_null(mt))
+		return BAD(r, "max_tokens", "max_tokens: Field required");
+	if ((rc = max_tokens(r, "max_tokens")) || (rc = stops(r, "stop_sequences")))
+		return rc;
+	return TF_OK;
+}
+
+tf_status tf_req_parse(enum tf_api api, const char *body, size_t n, uint32_t vocab,
+		       struct tf_req *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->api = api;
+	r->max_tokens = -1;
+	tf_status rc;
+	json_error_t e;
+	if (n == 0) {
+		body = "{}";
+		n = 2;
+	}
+	r->body = json_loadb(body, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+	if (!r->body) {
+		rc = tf_err(TF_ERR_FORMAT, "the request body is not valid JSON: %s (at byte %d)", e.text,
+			    e.position);
+		goto out;
+	}
+	if (!json_is_object(r->body)) {
+		rc = tf_err(TF_ERR_FORMAT, "the request body must be a JSON object");
+		goto out;
+	}
+	if ((rc = common(r)))
+		goto out;
+	switch (api) {
+	case TF_API_CHAT: rc = parse_chat(r); break;
+	case TF_API_COMPLETIONS: rc = parse_completion(r, vocab); break;
+	case TF_API_MESSAGES:
+	case TF_API_COUNT_TOKENS: rc = parse_messages(r); break;
+	}
+out:
+	if (rc) {
+		const char *param = r->param;
+		tf_req_release(r);
+		r->param = param;
+	}
+	return rc;
+}
+
+void tf_req_release(struct tf_req *r)
+{
+	json_decref(r->chat);
+	json_decref(r->body);
+	free(r->ids);
+	memset(r, 0, sizeof(*r));
+	r->max_tokens = -1;
+}

@@ -1,0 +1,57 @@
+/* request.h: reading request bodies of the generation routes: OpenAI chat
+ * completions and completions, Anthropic messages and count_tokens. Each is
+ * validated field by field (a bad one is TF_ERR_FORMAT with the message a
+ * client gets in its 400, and the parameter it names) and normalised: an
+ * Anthropic request becomes an OpenAI-shaped chat request for the family's
+ * renderer, sampling fields become engine parameters.
+ *
+ * Pure functions over the body bytes: no engine, no server, no globals, so
+ * this is also the fuzz target's entry (tests/fuzz/fuzz_request.c). */
+#ifndef TF_SERVE_REQUEST_H
+#define TF_SERVE_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+enum tf_api {
+	TF_API_CHAT,         /* POST /v1/chat/completions */
+	TF_API_COMPLETIONS,  /* POST /v1/completions */
+	TF_API_MESSAGES,     /* POST /v1/messages */
+	TF_API_COUNT_TOKENS, /* POST /v1/messages/count_tokens */
+};
+
+#define TF_REQ_MAX_STOP 16
+
+struct tf_req {
+	enum tf_api api;
+	json_t *body;           /* the parsed body (owned) */
+	json_t *chat;           /* OpenAI-shaped chat request to render (owned), chat routes */
+	const char *prompt;     /* completions with a text prompt (borrowed from body) */
+	int32_t *ids;           /* completions with token ids (owned) */
+	size_t nids;
+	const char *model;      /* as asked, or NULL */
+	bool stream, include_usage;
+	int64_t max_tokens;     /* -1: not given */
+	bool ignore_eos, background;
+	bool has_temperature, has_top_p, has_top_k, has_min_p, has_seed;
+	double temperature, top_p, min_p;
+	int64_t top_k;
+	uint64_t seed;
+	const char *stop[TF_REQ_MAX_STOP]; /* borrowed from body */
+	size_t nstop;
+	const json_t *tools;    /* offered tools in OpenAI shape (borrowed from chat) or NULL */
+	const char *param;      /* on a failure: the parameter at fault, or NULL */
+};
+
+/* Parse and validate n bytes of a body for api. vocab bounds token ids
+ * (0: unchecked). On failure r->param may name the field and tf_errmsg
+ * holds the message; r is released either way on failure. */
+tf_status tf_req_parse(enum tf_api api, const char *body, size_t n, uint32_t vocab,
+		       struct tf_req *r);
+void tf_req_release(struct tf_req *r);
+
+#endif

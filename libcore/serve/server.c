@@ -1,0 +1,1014 @@
+/* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
+ * plain routes (health, models, metrics, tokenize), generation routes with
+ * SSE, keepalive and disconnect detection, drain, and --once. */
+#include "serve/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/digest.h"
+#include "base/log.h"
+#include "base/thread.h"
+#include "serve/metrics.h"
+
+enum route_kind {
+	R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_TOKENIZE,
+	R_DETOKENIZE,
+};
+
+struct route {
+	const char *method;
+	const char *path;
+	enum route_kind kind;
+	bool anthropic;  /* errors in Anthropic's shape */
+	bool open;       /* no API key needed */
+};
+
+/* The route table: every path the server answers. */
+static const struct route routes[] = {
+	{"GET", "/health", R_HEALTH, false, true},
+	{"GET", "/v1/health", R_HEALTH, false, true},
+	{"GET", "/v1/models", R_MODELS, false, false},
+	{"GET", "/models", R_MODELS, false, false},
+	{"GET", "/metrics", R_METRICS, false, false},
+	{"GET", "/v1/metrics", R_METRICS, false, false},
+	{"POST", "/v1/chat/completions", R_CHAT, false, false},
+	{"POST", "/chat/completions", R_CHAT, false, false},
+	{"POST", "/v1/completions", R_COMPLETIONS, false, false},
+	{"POST", "/completions", R_COMPLETIONS, false, false},
+	{"POST", "/v1/messages", R_MESSAGES, true, false},
+	{"POST", "/messages", R_MESSAGES, true, false},
+	{"POST", "/v1/messages/count_tokens", R_COUNT, true, false},
+	{"POST", "/messages/count_tokens", R_COUNT, true, false},
+	{"POST", "/tokenize", R_TOKENIZE, false, false},
+	{"POST", "/v1/tokenize", R_TOKENIZE, false, false},
+	{"POST", "/detokenize", R_DETOKENIZE, false, false},
+	{"POST", "/v1/detokenize", R_DETOKENIZE, false, false},
+};
+#define NROUTES (sizeof(routes) / sizeof(routes[0]))
+
+struct conn;
+
+struct tf_server {
+	struct tf_server_config c;
+	struct MHD_Daemon *d;
+	struct tf_metrics *metrics;
+	uint8_t (*keys)[TF_SHA256_LEN];
+	size_t nkeys;
+	atomic_long inflight;
+	atomic_bool draining;
+	long long started;
+	uint16_t port;
+	/* Generations in flight (for the ticker), and those whose client left
+	 * before the engine ended them (pumped to their end by the ticker). */
+	pthread_mutex_t list_mu;
+	struct conn *gens;
+	struct tf_gen **graves;
+	size_t ngraves, capgraves;
+	pthread_t ticker;
+	atomic_bool stopping;
+	bool ticking;
+};
+
+/* One request, from its headers to the end of its reply.
+ *
+ * A generation never blocks MHD's threads: when there is nothing to send it
+ * suspends its connection, and the engine's notification (or the ticker,
+ * for keepalives and clients that left) resumes it. The notes counter
+ * closes the race between "nothing to send" and "suspend": a notification
+ * after the last look is seen under mu before suspending. */
+struct conn {
+	struct tf_server *s;
+	struct MHD_Connection *mc;
+	const struct route *route;
+	struct tf_buf body;
+	bool too_big, counted, recorded;
+	bool answered;        /* a reply was queued */
+	int fd;
+	struct tf_gen *gen;   /* a generation in flight */
+	bool whole;           /* not streamed */
+	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
+	size_t sent;
+	bool eof;
+	pthread_mutex_t mu;   /* guards suspended */
+	bool suspended;
+	atomic_uint notes;    /* engine notifications so far */
+	atomic_bool gone;     /* the ticker saw the client leave */
+	_Atomic double last_write; /* monotonic seconds of the last bytes out */
+	struct conn *prev, *next; /* in s->gens while gen is set */
+};
+
+static enum tf_api api_of(enum route_kind k)
+{
+	return k == R_CHAT ? TF_API_CHAT : k == R_COMPLETIONS ? TF_API_COMPLETIONS
+		: k == R_MESSAGES ? TF_API_MESSAGES : TF_API_COUNT_TOKENS;
+}
+
+static bool generation(enum route_kind k)
+{
+	return k == R_CHAT || k == R_COMPLETIONS || k == R_MESSAGES;
+}
+
+/* Replies. */
+static enum MHD_Result send_reply(struct MHD_Connection *mc, struct conn *c,
+				  const struct tf_reply *r, const char *allow, bool close)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		r->body.len, r->body.data ? r->body.data : (char *)"", MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", r->type ? r->type : "application/json");
+	if (r->retry_after) {
+		char ra[16];
+		snprintf(ra, sizeof(ra), "%d", r->retry_after);
+		MHD_add_response_header(resp, "Retry-After", ra);
+	}
+	if (allow)
+		MHD_add_response_header(resp, "Allow", allow);
+	if (r->status == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	if (close)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	if (c) {
+		c->answered = true;
+		tf_metrics_http(c->s->metrics, r->status);
+	}
+	return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *mc, struct conn *c, int status,
+				 json_t *v, int retry_after)
+{
+	struct tf_reply r = {.status = status, .type = "application/json", .retry_after = retry_after};
+	char *s = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	if (s)
+		tf_buf_puts(&r.body, s);
+	free(s);
+	enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
+	tf_reply_release(&r);
+	return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *mc, struct conn *c, bool anthropic,
+				  int status, const char *kind, const char *code, const char *msg)
+{
+	struct tf_reply r = {0};
+	tf_reply_error(&r, anthropic, status, kind, code, NULL, "%s", msg);
+	enum MHD_Result ret = send_reply(mc, c, &r, NULL, status >= 413 && status != 500);
+	tf_reply_release(&r);
+	return ret;
+}
+
+static double mono(void);
+
+static void record(struct tf_server *s, struct tf_gen *g)
+{
+	struct tf_gen_outcome o;
+	tf_gen_outcome(g, &o);
+	tf_metrics_generation(s->metrics, &o);
+}
+
+/* Resume a suspended connection (any thread). */
+static void wake(struct conn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	if (c->suspended) {
+		c->suspended = false;
+		MHD_resume_connection(c->mc);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* The engine's notification: tokens arrived or the job ended. */
+static void on_note(void *ctx)
+{
+	struct conn *c = ctx;
+	atomic_fetch_add(&c->notes, 1);
+	wake(c);
+}
+
+/* Suspend unless a notification came since seen. Called from MHD's
+ * callbacks only. Returns true when suspended. */
+static bool try_suspend(struct conn *c, unsigned seen)
+{
+	bool ok = false;
+	pthread_mutex_lock(&c->mu);
+	if (atomic_load(&c->notes) == seen && !atomic_load(&c->gone) &&
+	    !atomic_load(&c->s->stopping)) {
+		c->suspended = true;
+		MHD_suspend_connection(c->mc);
+		ok = true;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return ok;
+}
+
+static void gens_add(struct conn *c)
+{
+	struct tf_server *s = c->s;
+	pthread_mutex_lock(&s->list_mu);
+	c->next = s->gens;
+	if (s->gens)
+		s->gens->prev = c;
+	s->gens = c;
+	pthread_mutex_unlock(&s->list_mu);
+}
+
+/* Take the generation off the connection: stop its notifications, and
+ * record it, or leave it to the ticker while the engine still holds it. */
+static void gens_drop(struct conn *c)
+{
+	struct tf_server *s = c->s;
+	if (!c->gen)
+		return;
+	tf_gen_notify(c->gen, NULL, NULL, false);
+	pthread_mutex_lock(&s->list_mu);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->gens = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	bool grave = !tf_gen_done(c->gen);
+	if (grave) {
+		tf_gen_cancel(c->gen);
+		if (s->ngraves == s->capgraves &&
+		    !tf_realloc_array(&s->graves, s->capgraves ? s->capgraves * 2 : 16, sizeof(*s->graves)))
+			s->capgraves = s->capgraves ? s->capgraves * 2 : 16;
+		if (s->ngraves < s->capgraves)
+			s->graves[s->ngraves++] = c->gen;
+		else
+			grave = false; /* out of memory: free it unrecorded */
+	}
+	pthread_mutex_unlock(&s->list_mu);
+	if (!grave) {
+		if (!c->recorded)
+			record(s, c->gen);
+		tf_gen_free(c->gen);
+	}
+	c->gen = NULL;
+}
+
+/* The stream reader MHD calls: hand over what the generation has ready,
+ * or suspend until the engine (or the ticker) has more. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct conn *c = cls;
+	for (;;) {
+		if (c->pend.len > c->sent) {
+			size_t n = c->pend.len - c->sent;
+			if (n > max)
+				n = max;
+			memcpy(buf, c->pend.data + c->sent, n);
+			c->sent += n;
+			atomic_store(&c->last_write, mono());
+			return (ssize_t)n;
+		}
+		if (c->eof)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (atomic_load(&c->gone)) {
+			tf_log(TF_LOG_INFO, "client left a stream; cancelling");
+			tf_gen_cancel(c->gen);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		unsigned seen = atomic_load(&c->notes);
+		tf_buf_reset(&c->pend);
+		c->sent = 0;
+		bool done = false;
+		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
+			tf_gen_cancel(c->gen);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		if (done && !c->eof) {
+			c->eof = true;
+			record(c->s, c->gen);
+			c->recorded = true;
+		}
+		if (c->pend.len || c->eof)
+			continue;
+		if (try_suspend(c, seen))
+			return 0;
+		if (atomic_load(&c->s->stopping)) {
+			tf_gen_cancel(c->gen);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+	}
+}
+
+static void stream_free(void *cls)
+{
+	(void)cls; /* the connection record owns the stream; see completed() */
+}
+
+/* A whole reply: called again each time the connection is resumed. */
+static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
+{
+	if (atomic_load(&c->gone)) {
+		tf_gen_cancel(c->gen);
+		return MHD_NO;
+	}
+	for (;;) {
+		unsigned seen = atomic_load(&c->notes);
+		bool done = false;
+		for (int k = 0; k < 64 && !done; k++)
+			if (tf_gen_pump(c->gen, 0, NULL, &done)) {
+				tf_gen_cancel(c->gen);
+				break;
+			}
+		if (done)
+			break;
+		if (try_suspend(c, seen))
+			return MHD_YES;
+		if (atomic_load(&c->s->stopping)) {
+			tf_gen_cancel(c->gen);
+			return MHD_NO;
+		}
+	}
+	record(c->s, c->gen);
+	c->recorded = true;
+	struct tf_reply r = {0};
+	tf_gen_reply(c->gen, &r);
+	enum MHD_Result ret = send_reply(mc, c, &r, NULL, r.status >= 500);
+	tf_reply_release(&r);
+	return ret;
+}
+
+static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *c)
+{
+	struct tf_server *s = c->s;
+	const struct route *rt = c->route;
+	/* Count first, then look at draining: a stop cannot slip between. */
+	atomic_fetch_add(&s->inflight, 1);
+	c->counted = true;
+	if (atomic_load(&s->draining)) {
+		tf_metrics_rejected(s->metrics);
+		struct tf_reply r = {0};
+		if (rt->anthropic)
+			tf_reply_error(&r, true, 503, "overloaded_error", NULL, NULL,
+				       "server restarting: retry shortly");
+		else
+			tf_reply_error(&r, false, 503, "server_error", "server_restarting", NULL,
+				       "server restarting: retry shortly");
+		r.retry_after = 30;
+		enum MHD_Result ret = send_reply(mc, c, &r, NULL, true);
+		tf_reply_release(&r);
+		return ret;
+	}
+	struct tf_req req;
+	struct tf_reply err = {0};
+	tf_status rc = tf_req_parse(api_of(rt->kind), c->body.data, c->body.len,
+				    s->c.env.family->vocab, &req);
+	if (rc) {
+		tf_reply_error(&err, rt->anthropic, 400, "invalid_request_error", NULL, req.param, "%s",
+			       tf_errmsg(rc));
+		goto refuse;
+	}
+	struct tf_gen *g;
+	if (tf_gen_start(&s->c.env, &req, &g, &err))
+		goto refuse;
+	c->gen = g;
+	c->whole = !tf_gen_streaming(g);
+	atomic_store(&c->last_write, mono());
+	gens_add(c);
+	tf_gen_notify(g, on_note, c, c->whole);
+	if (c->whole)
+		return whole_step(mc, c);
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, stream_free);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	enum MHD_Result ret = MHD_queue_response(mc, 200, resp);
+	MHD_destroy_response(resp);
+	c->answered = true;
+	tf_metrics_http(s->metrics, 200);
+	return ret;
+refuse:;
+	enum MHD_Result ret2 = send_reply(mc, c, &err, NULL, false);
+	tf_reply_release(&err);
+	return ret2;
+}
+
+/* The ticker: every 50 ms, resume streams due a keepalive, find clients
+ * that left suspended requests (MHD does not watch suspended sockets), and
+ * pump abandoned generations to their end. */
+static void *ticker_main(void *arg)
+{
+	struct tf_server *s = arg;
+	double keep = s->c.env.keepalive_s, last_peek = 0;
+	struct pollfd *pf = NULL;
+	struct conn **pc = NULL;
+	size_t cap = 0;
+	while (!atomic_load(&s->stopping)) {
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+		double t = mono();
+		bool peek = t - last_peek >= 0.1;
+		size_t n = 0;
+		pthread_mutex_lock(&s->list_mu);
+		for (struct conn *c = s->gens; c; c = c->next) {
+			pthread_mutex_lock(&c->mu);
+			bool susp = c->suspended;
+			pthread_mutex_unlock(&c->mu);
+			if (!susp)
+				continue;
+			if (!c->whole && keep > 0 && t - atomic_load(&c->last_write) >= keep) {
+				wake(c);
+				continue;
+			}
+			if (!peek)
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				if (tf_realloc_array(&pf, nc, sizeof(*pf)) || tf_realloc_array(&pc, nc, sizeof(*pc)))
+					break;
+				cap = nc;
+			}
+			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLIN | POLLRDHUP};
+			pc[n++] = c;
+		}
+		if (n && poll(pf, n, 0) > 0)
+			for (size_t i = 0; i < n; i++) {
+				short r = pf[i].revents;
+				char b;
+				if (!r)
+					continue;
+				if ((r & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) ||
+				    recv(pf[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+					atomic_store(&pc[i]->gone, true);
+					wake(pc[i]);
+				}
+			}
+		if (peek)
+			last_peek = t;
+		/* Abandoned generations: pump to the end (the cancel lands at the
+		 * next round boundary), then record and free. */
+		for (size_t i = 0; i < s->ngraves;) {
+			bool done = false;
+			for (int k = 0; k < 64 && !done; k++)
+				if (tf_gen_pump(s->graves[i], 0, NULL, &done))
+					tf_gen_cancel(s->graves[i]);
+			if (done) {
+				record(s, s->graves[i]);
+				tf_gen_free(s->graves[i]);
+				s->graves[i] = s->graves[--s->ngraves];
+			} else {
+				i++;
+			}
+		}
+		pthread_mutex_unlock(&s->list_mu);
+	}
+	free(pf);
+	free(pc);
+	return NULL;
+}
+
+static enum MHD_Result serve_health(struct MHD_Connection *mc, struct conn *c, bool authed)
+{
+	struct tf_server *s = c->s;
+	long n = atomic_load(&s->inflight);
+	if (atomic_load(&s->draining))
+		return send_json(mc, c, 503, json_pack("{s:s,s:I}", "status", "draining",
+						       "requests_in_progress", (json_int_t)n), 30);
+	struct tf_engine_stats es;
+	tf_engine_stats(s->c.env.engine, &es);
+	if (es.halted)
+		return send_json(mc, c, 503, json_pack("{s:s}", "status", "halted"), 30);
+	if (!authed)
+		return send_json(mc, c, 200, json_pack("{s:s}", "status", "ok"), 0);
+	return send_json(mc, c, 200,
+			 json_pack("{s:s,s:s,s:I,s:i,s:i,s:i,s:i,s:I,s:I}", "status", "ok", "model",
+				   s->c.env.model, "requests_in_progress", (json_int_t)n,
+				   "requests_running", (int)es.running, "requests_filling", (int)es.filling,
+				   "requests_waiting", (int)es.waiting, "context_length",
+				   (int)s->c.env.context, "rounds", (json_int_t)es.rounds, "generated",
+				   (json_int_t)es.generated), 0);
+}
+
+static json_t *model_entry(struct tf_server *s, const char *id)
+{
+	return json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:i}", "id", id, "object", "model", "owned_by",
+			 "tf", "created", (json_int_t)s->started, "root", s->c.env.model,
+			 "max_model_len", (int)s->c.env.context, "context_length",
+			 (int)s->c.env.context);
+}
+
+static enum MHD_Result serve_models(struct MHD_Connection *mc, struct conn *c)
+{
+	struct tf_server *s = c->s;
+	json_t *data = json_array();
+	json_array_append_new(data, model_entry(s, s->c.env.model));
+	for (size_t i = 0; i < s->c.naliases; i++)
+		json_array_append_new(data, model_entry(s, s->c.aliases[i]));
+	return send_json(mc, c, 200, json_pack("{s:s,s:o}", "object", "list", "data", data), 0);
+}
+
+static enum MHD_Result serve_metrics(struct MHD_Connection *mc, struct conn *c)
+{
+	struct tf_server *s = c->s;
+	struct tf_engine_stats es;
+	tf_engine_stats(s->c.env.engine, &es);
+	struct tf_reply r = {.status = 200, .type = "text/plain; version=0.0.4"};
+	tf_metrics_write(s->metrics, s->c.env.model, &es, atomic_load(&s->inflight),
+			 atomic_load(&s->draining), &r.body);
+	enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
+	tf_reply_release(&r);
+	return ret;
+}
+
+static json_t *ids_json(const int32_t *ids, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_integer(ids[i]));
+	return a;
+}
+
+/* count_tokens, /tokenize and /detokenize: the family hook without the engine. */
+static int serve_text(const struct tf_gen_env *env, enum route_kind k, const char *body, size_t n,
+		      struct tf_reply *r)
+{
+	const struct tf_family *f = env->family;
+	bool anthropic = k == R_COUNT;
+	r->status = 200;
+	r->type = "application/json";
+	if (k == R_COUNT) {
+		struct tf_req req;
+		tf_status rc = tf_req_parse(TF_API_COUNT_TOKENS, body, n, f->vocab, &req);
+		int32_t *ids = NULL;
+		size_t nids = 0;
+		if (!rc)
+			rc = tf_gen_count(env, req.chat, &ids, &nids);
+		if (rc) {
+			tf_reply_error(r, anthropic, rc == TF_ERR_FORMAT ? 400 : 500,
+				       "invalid_request_error", NULL, req.param, "%s", tf_errmsg(rc));
+		} else {
+			json_t *v = json_pack("{s:I}", "input_tokens", (json_int_t)nids);
+			char *s = json_dumps(v, JSON_COMPACT);
+			json_decref(v);
+			tf_buf_puts(&r->body, s ? s : "{}");
+			free(s);
+		}
+		free(ids);
+		tf_req_release(&req);
+		return r->status;
+	}
+	json_error_t e;
+	json_t *b = json_loadb(n ? body : "{}", n ? n : 2, 0, &e);
+	json_t *out = NULL;
+	if (!json_is_object(b)) {
+		tf_reply_error(r, false, 400, "invalid_request_error", NULL, NULL,
+			       "the request body must be a JSON object");
+		goto done;
+	}
+	if (k == R_TOKENIZE) {
+		const json_t *p = json_object_get(b, "prompt"), *m = json_object_get(b, "messages");
+		int32_t *ids = NULL;
+		size_t nids = 0;
+		tf_status rc;
+		if (json_is_string(p))
+			rc = f->encode(f->ctx, json_string_value(p), json_string_length(p), &ids, &nids);
+		else if (json_is_array(m) && json_array_size(m))
+			rc = tf_gen_count(env, b, &ids, &nids);
+		else
+			rc = tf_err(TF_ERR_FORMAT, "tokenize needs a string prompt or a list of messages");
+		if (rc)
+			tf_reply_error(r, false, rc == TF_ERR_FORMAT ? 400 : 500, "invalid_request_error",
+				       NULL, NULL, "%s", tf_errmsg(rc));
+		else
+			out = json_pack("{s:I,s:i,s:o,s:n}", "count", (json_int_t)nids, "max_model_len",
+					(int)env->context, "tokens", ids_json(ids, nids), "token_strs");
+		free(ids);
+	} else {
+		const json_t *t = json_object_get(b, "tokens");
+		size_t cnt = json_array_size(t), i;
+		int32_t *ids = tf_alloc_array(cnt ? cnt : 1, sizeof(*ids));
+		const json_t *v;
+		bool ok = json_is_array(t) && ids;
+		json_array_foreach(t, i, v) {
+			json_int_t id = json_integer_value(v);
+			if (!json_is_integer(v) || id < 0 || id >= f->vocab) {
+				ok = false;
+				break;
+			}
+			ids[i] = (int32_t)id;
+		}
+		struct tf_buf raw = TF_BUF_INIT, text = TF_BUF_INIT;
+		if (!ok)
+			tf_reply_error(r, false, 400, "invalid_request_error", NULL, "tokens",
+				       "detokenize needs a list of token ids (0 to %u)", f->vocab - 1);
+		else if (f->decode(f->ctx, ids, cnt, &raw))
+			tf_reply_error(r, false, 500, "server_error", NULL, NULL, "decode failed");
+		else {
+			tf_utf8_fix(raw.data ? raw.data : "", raw.len, &text);
+			out = json_pack("{s:s%}", "prompt", text.data ? text.data : "", text.len);
+		}
+		tf_buf_release(&raw);
+		tf_buf_release(&text);
+		free(ids);
+	}
+	if (out) {
+		char *s = json_dumps(out, JSON_COMPACT);
+		json_decref(out);
+		tf_buf_puts(&r->body, s ? s : "{}");
+		free(s);
+	}
+done:
+	json_decref(b);
+	return r->status;
+}
+
+static bool key_ok(struct tf_server *s, struct MHD_Connection *mc)
+{
+	if (s->nkeys == 0)
+		return true;
+	const char *k = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
+	const char *a = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+	if (!k && a && !strncasecmp(a, "Bearer ", 7))
+		k = a + 7;
+	if (!k)
+		return false;
+	uint8_t d[TF_SHA256_LEN];
+	if (tf_sha256(k, strlen(k), d))
+		return false;
+	unsigned match = 0;
+	for (size_t i = 0; i < s->nkeys; i++) { /* every key, every byte: constant time */
+		unsigned diff = 0;
+		for (size_t j = 0; j < TF_SHA256_LEN; j++)
+			diff |= d[j] ^ s->keys[i][j];
+		match |= diff == 0;
+	}
+	return match != 0;
+}
+
+static const struct route *find_route(const char *method, const char *url, const char **allow)
+{
+	*allow = NULL;
+	for (size_t i = 0; i < NROUTES; i++)
+		if (!strcmp(routes[i].path, url)) {
+			if (!strcmp(routes[i].method, method))
+				return &routes[i];
+			*allow = routes[i].method;
+		}
+	return NULL;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url,
+			      const char *method, const char *version, const char *upload,
+			      size_t *upload_size, void **con_cls)
+{
+	struct tf_server *s = cls;
+	struct conn *c = *con_cls;
+	if (!c) { /* the headers: route, limits and key before any body */
+		c = tf_calloc(1, sizeof(*c));
+		if (!c)
+			return MHD_NO;
+		c->s = s;
+		c->mc = mc;
+		c->fd = -1;
+		pthread_mutex_init(&c->mu, NULL);
+		*con_cls = c;
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			c->fd = ci->connect_fd;
+		const char *allow;
+		c->route = find_route(method, url, &allow);
+		bool anthropic = !strncmp(url, "/v1/messages", 12) || !strncmp(url, "/messages", 9);
+		if (MHD_get_connection_values(mc, MHD_HEADER_KIND, NULL, NULL) > (int)s->c.headers_max) {
+			char m[96];
+			snprintf(m, sizeof(m), "more than %u header lines", s->c.headers_max);
+			return send_error(mc, c, anthropic, 431, "invalid_request_error", NULL, m);
+		}
+		if (!c->route && allow) {
+			struct tf_reply r = {0};
+			tf_reply_error(&r, anthropic, 405, "invalid_request_error", NULL, NULL,
+				       "method %s is not allowed on %s", method, url);
+			enum MHD_Result ret = send_reply(mc, c, &r, allow, false);
+			tf_reply_release(&r);
+			return ret;
+		}
+		if (!c->route)
+			return send_json(mc, c, 404, json_pack("{s:s}", "error", "not found"), 0);
+		if (!c->route->open && !key_ok(s, mc))
+			return send_error(mc, c, anthropic, 401, "authentication_error", "invalid_api_key",
+					  "invalid or missing API key");
+		const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+		if (cl && strtoull(cl, NULL, 10) > s->c.body_max) {
+			char m[96];
+			snprintf(m, sizeof(m), "the request body is larger than %zu bytes", s->c.body_max);
+			return send_error(mc, c, anthropic, 413, "invalid_request_error", NULL, m);
+		}
+		return MHD_YES;
+	}
+	if (*upload_size) { /* a piece of the body */
+		if (c->answered) { /* refused at the headers: discard */
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		if (!c->too_big && c->body.len + *upload_size > s->c.body_max) {
+			c->too_big = true;
+			tf_buf_release(&c->body);
+		}
+		if (!c->too_big && tf_buf_append(&c->body, upload, *upload_size))
+			return MHD_NO;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
+		return whole_step(mc, c);
+	if (c->answered || !c->route) /* a reply was queued already */
+		return MHD_YES;
+	const struct route *rt = c->route;
+	if (c->too_big) {
+		char m[96];
+		snprintf(m, sizeof(m), "the request body is larger than %zu bytes", s->c.body_max);
+		return send_error(mc, c, rt->anthropic, 413, "invalid_request_error", NULL, m);
+	}
+	switch (rt->kind) {
+	case R_HEALTH: return serve_health(mc, c, key_ok(s, mc));
+	case R_MODELS: return serve_models(mc, c);
+	case R_METRICS: return serve_metrics(mc, c);
+	case R_COUNT:
+	case R_TOKENIZE:
+	case R_DETOKENIZE: {
+		struct tf_reply r = {0};
+		serve_text(&s->c.env, rt->kind, c->body.data, c->body.len, &r);
+		enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
+		tf_reply_release(&r);
+		return ret;
+	}
+	default:
+		return serve_generation(mc, c);
+	}
+}
+
+static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+		      enum MHD_RequestTerminationCode why)
+{
+	struct conn *c = *con_cls;
+	if (!c)
+		return;
+	if (c->gen && why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		tf_gen_cancel(c->gen);
+	gens_drop(c);
+	if (c->counted)
+		atomic_fetch_sub(&c->s->inflight, 1);
+	tf_buf_release(&c->body);
+	tf_buf_release(&c->pend);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	*con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	if (TF_LOG_INFO > tf_log_level_now)
+		return;
+	char m[512];
+	vsnprintf(m, sizeof(m), fmt, ap);
+	size_t n = strlen(m);
+	while (n && m[n - 1] == '\n')
+		m[--n] = 0;
+	tf_log_write(TF_LOG_INFO, "http: %s", m);
+}
+
+tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out)
+{
+	*out = NULL;
+	struct tf_server *s = tf_calloc(1, sizeof(*s));
+	if (!s)
+		return tf_err(TF_ERR_NOMEM, "server: out of memory");
+	s->c = *c;
+	pthread_mutex_init(&s->list_mu, NULL);
+	s->started = (long long)time(NULL);
+	tf_status rc = tf_metrics_new(&s->metrics);
+	if (rc)
+		goto fail;
+	if (c->nkeys) {
+		s->keys = tf_calloc(c->nkeys, sizeof(*s->keys));
+		if (!s->keys) {
+			rc = tf_err(TF_ERR_NOMEM, "server: out of memory");
+			goto fail;
+		}
+		for (size_t i = 0; i < c->nkeys; i++)
+			tf_sha256(c->keys[i], strlen(c->keys[i]), s->keys[i]);
+		s->nkeys = c->nkeys;
+		s->c.keys = NULL;
+	}
+	struct sockaddr_storage ss = {0};
+	/* epoll threads that never block: generations suspend their connection
+	 * while they wait for the engine. */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ERROR_LOG;
+	unsigned pool = c->threads;
+	if (!pool)
+		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, c->host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons(c->port);
+	} else if (inet_pton(AF_INET6, c->host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons(c->port);
+		flags |= MHD_USE_IPv6;
+	} else {
+		rc = tf_err(TF_ERR_CONFIG, "'%s' is not a numeric IPv4 or IPv6 address", c->host);
+		goto fail;
+	}
+	/* One thread is no pool at all (MHD refuses a pool of 1). */
+	struct MHD_OptionItem pool_opt[] = {
+		{pool > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)pool, NULL},
+		{MHD_OPTION_END, 0, NULL},
+	};
+	s->d = MHD_start_daemon(flags, c->port, NULL, NULL, handle, s,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->connections_max,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+				MHD_OPTION_ARRAY, pool_opt,
+				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				MHD_OPTION_END);
+	if (!s->d) {
+		rc = tf_err_errno(TF_ERR_OS, "cannot listen on %s port %u", c->host, (unsigned)c->port);
+		goto fail;
+	}
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = di ? di->port : c->port;
+	int e = pthread_create(&s->ticker, NULL, ticker_main, s);
+	if (e) {
+		errno = e;
+		MHD_stop_daemon(s->d);
+		rc = tf_err_errno(TF_ERR_OS, "cannot start the server's ticker");
+		goto fail;
+	}
+	s->ticking = true;
+	*out = s;
+	return TF_OK;
+fail:
+	tf_metrics_free(s->metrics);
+	free(s->keys);
+	free(s);
+	return rc;
+}
+
+uint16_t tf_server_port(const struct tf_server *s)
+{
+	return s->port;
+}
+
+long tf_server_inflight(const struct tf_server *s)
+{
+	return atomic_load(&((struct tf_server *)s)->inflight);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static double mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+long tf_server_drain(struct tf_server *s, double drain_s, atomic_int *signals)
+{
+	atomic_store(&s->draining, true);
+	double end = mono() + drain_s;
+	while (atomic_load(&s->inflight) > 0 && mono() < end && (!signals || atomic_load(signals) < 2))
+		sleep_ms(20);
+	long left = atomic_load(&s->inflight);
+	if (left > 0) {
+		tf_log(TF_LOG_WARN, "halting %ld request%s still running", left, left == 1 ? "" : "s");
+		tf_engine_halt(s->c.env.engine, "server restarting: retry shortly");
+		double cut = mono() + 2.0;
+		while (atomic_load(&s->inflight) > 0 && mono() < cut)
+			sleep_ms(20);
+	}
+	return left;
+}
+
+void tf_server_stop(struct tf_server *s)
+{
+	if (!s || !s->d)
+		return;
+	/* No connection may stay suspended past this point: stop the ticker,
+	 * refuse new suspensions, wake the suspended. */
+	atomic_store(&s->stopping, true);
+	if (s->ticking) {
+		pthread_join(s->ticker, NULL);
+		s->ticking = false;
+	}
+	pthread_mutex_lock(&s->list_mu);
+	for (struct conn *c = s->gens; c; c = c->next)
+		wake(c);
+	pthread_mutex_unlock(&s->list_mu);
+	MHD_stop_daemon(s->d);
+	s->d = NULL;
+	/* Generations whose clients left: wait for their end, then record. */
+	for (size_t i = 0; i < s->ngraves; i++) {
+		bool done = false;
+		for (int k = 0; k < 100 && !done; k++)
+			if (tf_gen_pump(s->graves[i], 50, NULL, &done))
+				tf_gen_cancel(s->graves[i]);
+		record(s, s->graves[i]);
+		tf_gen_free(s->graves[i]);
+	}
+	s->ngraves = 0;
+}
+
+void tf_server_free(struct tf_server *s)
+{
+	if (!s)
+		return;
+	tf_server_stop(s);
+	tf_metrics_free(s->metrics);
+	pthread_mutex_destroy(&s->list_mu);
+	free(s->graves);
+	free(s->keys);
+	free(s);
+}
+
+tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const char *body,
+			size_t n, FILE *out, int *status)
+{
+	const char *allow;
+	const struct route *rt = find_route("POST", path, &allow);
+	struct tf_reply r = {0};
+	tf_status rc = TF_OK;
+	*status = 200;
+	if (!rt) {
+		*status = 404;
+		return tf_err(TF_ERR_ARG, "'%s' is not a POST route (chat/completions, completions, "
+			      "messages, messages/count_tokens, tokenize, detokenize)", path);
+	}
+	if (!generation(rt->kind)) {
+		*status = serve_text(env, rt->kind, body, n, &r);
+		goto reply;
+	}
+	struct tf_req req;
+	rc = tf_req_parse(api_of(rt->kind), body, n, env->family->vocab, &req);
+	if (rc) {
+		tf_reply_error(&r, rt->anthropic, 400, "invalid_request_error", NULL, req.param, "%s",
+			       tf_errmsg(rc));
+		*status = 400;
+		rc = TF_OK;
+		goto reply;
+	}
+	struct tf_gen *g;
+	if (tf_gen_start(env, &req, &g, &r)) {
+		*status = r.status;
+		goto reply;
+	}
+	bool done = false;
+	struct tf_buf b = TF_BUF_INIT;
+	while (!done && !rc) {
+		tf_buf_reset(&b);
+		rc = tf_gen_pump(g, 100, tf_gen_streaming(g) ? &b : NULL, &done);
+		if (b.len && (fwrite(b.data, 1, b.len, out) != b.len || fflush(out)))
+			rc = tf_err_errno(TF_ERR_IO, "cannot write the stream");
+	}
+	tf_buf_release(&b);
+	if (!rc && !tf_gen_streaming(g)) {
+		tf_gen_reply(g, &r);
+		*status = r.status;
+		tf_gen_free(g);
+		goto reply;
+	}
+	if (!rc) {
+		struct tf_gen_outcome o;
+		tf_gen_outcome(g, &o);
+		*status = o.failed ? 500 : 200;
+	}
+	tf_gen_free(g);
+	return rc;
+reply:
+	if (r.body.len && (fwrite(r.body.data, 1, r.body.len, out) != r.body.len || fputc('\n', out) == EOF))
+		rc = tf_err_errno(TF_ERR_IO, "cannot write the reply");
+	tf_reply_release(&r);
+	return rc;
+}

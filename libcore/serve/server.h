@@ -1,0 +1,69 @@
+/* server.h: the HTTP server (libmicrohttpd, one thread per connection):
+ * the route table, authentication, limits, health, models, metrics,
+ * tokenize, and the generation routes over gen.h, with keepalive and
+ * disconnect detection on streams, and drain.
+ *
+ * Lifecycle: tf_server_new binds and serves; on a stop signal the program
+ * calls tf_server_drain (new generations get 503, running ones finish or
+ * are halted), then tf_server_stop (closes the listener and waits for the
+ * connections), closes the engine, and tf_server_free. */
+#ifndef TF_SERVE_SERVER_H
+#define TF_SERVE_SERVER_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/status.h"
+#include "serve/gen.h"
+
+struct tf_server_config {
+	const char *host;          /* listen address (numeric IPv4 or IPv6) */
+	uint16_t port;             /* 0: any free port (tf_server_port says which) */
+	size_t body_max;           /* request body limit in bytes (413 past it) */
+	unsigned headers_max;      /* header lines per request (431 past it) */
+	unsigned timeout_s;        /* idle or slow connection limit */
+	unsigned connections_max;  /* open connections at once */
+	unsigned threads;          /* HTTP threads (0: one per CPU, at most 4) */
+	const char *const *keys;   /* API keys (copied as SHA-256 digests) */
+	size_t nkeys;
+	const char *const *aliases; /* other model names /v1/models lists */
+	size_t naliases;
+	struct tf_gen_env env;     /* engine, family, model name, limits */
+};
+
+struct tf_server;
+
+/* Bind and start serving. TF_ERR_OS with the reason when the address
+ * cannot be bound. */
+tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out);
+
+uint16_t tf_server_port(const struct tf_server *s);
+
+/* Drain: from now on new generations get 503 (Retry-After 30,
+ * server_restarting / overloaded_error) and /health says draining; wait up
+ * to drain_s for the counted generations to finish, polling every 20 ms,
+ * cut short once *signals reaches 2. Generations left then are halted at a
+ * round boundary ("server restarting: retry shortly"), waiting up to 2 s
+ * for them to end. Returns how many were still running at the deadline. */
+long tf_server_drain(struct tf_server *s, double drain_s, atomic_int *signals);
+
+/* Generations the server holds now (counted from their arrival to the end
+ * of their reply). */
+long tf_server_inflight(const struct tf_server *s);
+
+/* Stop listening and wait for the connection threads. */
+void tf_server_stop(struct tf_server *s);
+
+void tf_server_free(struct tf_server *s);
+
+/* Serve one request outside HTTP (tf-serve --once): body for the route
+ * path, the reply or the SSE stream written to out. *status gets the HTTP
+ * status the reply carries. */
+tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const char *body,
+			size_t n, FILE *out, int *status);
+
+#endif
