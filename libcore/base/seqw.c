@@ -149,6 +149,11 @@ static tf_status send_block(struct tf_seqw *s, size_t n)
 				return TF_OK;
 			}
 		}
+		/* the ring fails us: drop it (and any write left unsubmitted in
+		 * it) and go on in turn */
+		io_uring_queue_exit(s->ring);
+		free(s->ring);
+		s->ring = NULL;
 	}
 	if ((st = out(s, s->win, n, s->base)))
 		return st;
