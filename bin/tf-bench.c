@@ -25,6 +25,8 @@ static const struct tf_opt opts[] = {
 	 100000, NULL},
 	{"blocks-per-sm", 0, TF_OPT_INT, &bench.blocks_per_sm, "N", "TF_CUDA_EXL3_BLOCKS_PER_SM", "4",
 	 "cuda: EXL3 GEMV blocks aimed at per multiprocessor", 1, 64, NULL},
+	{"experts", 0, TF_OPT_INT, &bench.experts, "N", NULL, "0",
+	 "cuda: also time N experts of each shape in one launch (rows up to 4)", 0, 256, NULL},
 	{"no-cublas", 0, TF_OPT_FLAG, &bench.no_cublas, NULL, NULL, NULL,
 	 "cuda: leave out the bf16 cuBLAS comparison", 0, 0, NULL},
 	{"threads", 'j', TF_OPT_INT, &bench.threads, "N", "TF_THREADS", "1",

@@ -12,8 +12,12 @@
  * read as little-endian u32 words it is the bit stream MSB first: §2);
  * suh f16 [K], svh f16 [N], x bf16 [rows][K], y f32 or bf16 [rows][N].
  * Accumulation: x⊙suh and both Hadamards in fp32; u rounded to fp16; the
- * decoded weight is fp16 (bit-exact with the CPU codec); products u·w in
- * fp16 pairs (HFMA2) over two tiles (4 products per half), then fp32.
+ * decoded weight is fp16 (bit-exact with the CPU codec). Products u·w:
+ * for 2..16 rows on the tensor cores, one mma.m16n8k16 (f16 in, f32
+ * accumulate) per tile and 8 rows: the trellis order of a tile is the
+ * A-fragment order of its transpose (§3), so the decoded pairs go straight
+ * into the A registers; for 1 row in fp16 pairs (HFMA2) over two tiles,
+ * then fp32, which measured 3–8% faster than the MMA there (NOTES.md v4).
  *
  * Work split: a block of 8 warps owns 128 columns (warp w: tile column w,
  * 16 columns) and a slice of K (whole 128-blocks, "chunks"). Per chunk it
@@ -30,10 +34,18 @@
  * one workspace per stream (launches sharing one must be ordered). Kernel
  * names: tf_exl3_gemv_b<B>_cb<CB>_r<R>, B 1..8, CB 0 (3INST), 1 (MCG),
  * 2 (MUL1), R in 1, 2, 4, 8, 16 (rows ≤ R; extra rows are zero and not
- * written). */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <stdint.h>
+ * written).
+ *
+ * Experts (tf_exl3_experts_cb<CB>_r<R>): the same body for many layers of
+ * one shape in one launch, grid (N/128, slices, tasks). Task t is one
+ * expert applied to up to R routed rows: x rows xrow[first..first+count),
+ * outputs y rows first..first+count. Each expert has its own bit width
+ * (the ragged layout of tf_exl3_experts_layout: trellis at byte offset
+ * off[e] of one buffer), suh at [e][K] and svh at [e][N]; the kernel
+ * switches on the width once per block. Split-K sums use the workspace
+ * rows of the task (acc + t·R·N, count + t·N/128). R is 1 (decode) or 4;
+ * prefill groups of many rows per expert take the GEMM path. */
+#include "kernels/exl3_common.cuh"
 
 struct exl3_gemv_args {
 	const uint32_t *trellis; /* the tiles, as u32 words */
@@ -48,84 +60,65 @@ struct exl3_gemv_args {
 	int y_bf16;
 };
 
+/* One expert of a ragged group. */
+struct exl3_expert {
+	unsigned long long off; /* byte offset of its trellis */
+	int bits, pad;
+};
+
+/* One task: an expert and its rows. */
+struct exl3_task {
+	int expert, first, count, pad;
+};
+
+struct exl3_experts_args {
+	const unsigned char *trellis;      /* all experts, back to back */
+	const exl3_expert *experts;        /* [E] */
+	const __half *suh;                 /* [E][K] */
+	const __half *svh;                 /* [E][N] */
+	const exl3_task *tasks;            /* [T] */
+	const int *xrow;                   /* [pairs]: the x row of each pair */
+	const __nv_bfloat16 *x;            /* [rows][K] */
+	void *y;                           /* [pairs][N] */
+	float *acc;                        /* [T][R][N] zeroed */
+	unsigned *count;                   /* [T][N/128] zeroed */
+	int k, n;
+	int chunks_per_slice;
+	int y_bf16;
+};
+
 #define GEMV_THREADS 256
-#define HAD_SCALE 0.08838834764831845f /* 1/√128 */
 
-/* In-warp 128-point Hadamard of v[4] per lane, element index 4·lane + i:
- * two levels inside the thread, five across lanes. Unnormalised. */
-__device__ __forceinline__ void had128_warp(float v[4], int lane)
+__device__ __forceinline__ uint32_t h2u(__half2 h)
 {
-	float a0 = v[0] + v[1], a1 = v[0] - v[1], a2 = v[2] + v[3], a3 = v[2] - v[3];
-	v[0] = a0 + a2;
-	v[1] = a1 + a3;
-	v[2] = a0 - a2;
-	v[3] = a1 - a3;
-#pragma unroll
-	for (int m = 1; m < 32; m <<= 1) {
-		bool upper = lane & m;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			float p = __shfl_xor_sync(0xffffffffu, v[i], m);
-			v[i] = upper ? p - v[i] : v[i] + p;
-		}
-	}
+	return *reinterpret_cast<uint32_t *>(&h);
 }
 
-/* Two weights (states s0, s1) as a half2 {w0, w1}. */
-template <int CB>
-__device__ __forceinline__ __half2 decode2(uint32_t s0, uint32_t s1)
-{
-	if constexpr (CB == 2) {
-		uint32_t x0 = s0 * 0x83DCD12Du, x1 = s1 * 0x83DCD12Du;
-		/* Byte sums land on the fp16 bits 0x6400 + t = 1024 + t. */
-		uint32_t h0 = __dp4a(x0, 0x01010101u, 0x6400u);
-		uint32_t h1 = __dp4a(x1, 0x01010101u, 0x6400u);
-		uint32_t h = __byte_perm(h0, h1, 0x5410);
-		const __half2 k = __half2half2(__ushort_as_half((unsigned short)0x1EEE));
-		const __half2 c = __half2half2(__ushort_as_half((unsigned short)0xC931));
-		return __hfma2(*reinterpret_cast<__half2 *>(&h), k, c);
-	} else {
-		uint32_t x0, x1;
-		if (CB == 1) {
-			x0 = s0 * 0xCBAC1FEDu;
-			x1 = s1 * 0xCBAC1FEDu;
-		} else {
-			x0 = s0 * 89226354u + 64248484u;
-			x1 = s1 * 89226354u + 64248484u;
-		}
-		x0 = (x0 & 0x8FFF8FFFu) ^ 0x3B603B60u;
-		x1 = (x1 & 0x8FFF8FFFu) ^ 0x3B603B60u;
-		uint32_t lo = __byte_perm(x0, x1, 0x5410), hi = __byte_perm(x0, x1, 0x7632);
-		return __hadd2(*reinterpret_cast<__half2 *>(&lo), *reinterpret_cast<__half2 *>(&hi));
-	}
-}
+/* What one block of the body works on. */
+struct gemv_job {
+	const uint32_t *trellis;
+	const __half *suh, *svh;
+	const __nv_bfloat16 *x;
+	const int *xrow; /* x row of row r: xrow[r], or r when NULL */
+	void *y;         /* row r at y + r·N */
+	float *acc;      /* this job's [rows][N] partial sums */
+	unsigned *count; /* this job's [N/128] counters */
+	int k, n, rows;
+	int chunks_per_slice;
+	int y_bf16;
+};
 
-/* The 16-bit state whose last bit sits SH bits above the bottom of the
- * 96-bit window {w2 (top), w1, w0}. SH is a compile-time constant: a state
- * on a byte boundary of one word is one byte permute (zero-filled), others
- * a funnel shift and a mask. */
-template <int SH>
-__device__ __forceinline__ uint32_t state_at(uint32_t w0, uint32_t w1, uint32_t w2)
-{
-	constexpr int OFF = SH % 32;
-	if constexpr (OFF % 8 == 0 && OFF <= 16) {
-		const uint32_t w = SH >= 64 ? w2 : SH >= 32 ? w1 : w0;
-		return __byte_perm(w, 0u, 0x4400 | ((OFF / 8 + 1) << 4) | (OFF / 8));
-	} else if constexpr (SH >= 64) {
-		return (w2 >> (SH - 64)) & 0xffffu;
-	} else if constexpr (SH >= 32) {
-		return __funnelshift_r(w1, w2, SH - 32) & 0xffffu;
-	} else {
-		return __funnelshift_r(w0, w1, SH) & 0xffffu;
-	}
-}
+/* Shared memory of the body for R rows. */
+template <int R>
+struct gemv_smem {
+	__half us[2][R][128];
+	float part[R][128];
+	unsigned last;
+};
 
-template <int B, int CB, int R>
-__device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
+template <int B, int CB, int R, bool MMA = (R > 1)>
+__device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 {
-	__shared__ __align__(16) __half us[2][R][128];
-	__shared__ float part[R][128];
-
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int q = lane & 3, c0 = lane >> 2;
 	const int nb = blockIdx.x;
@@ -135,18 +128,18 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 	const int kb0 = blockIdx.y * a.chunks_per_slice;
 	const int kb1 = min(kb_total, kb0 + a.chunks_per_slice);
 
-	/* This lane's window of the tile: stream bits from (8l+1)·B − 16 on
-	 * (mod 256·B), 7B+16 of them, inside three u32 words starting at word
-	 * wi; o = the first bit's offset in word wi. */
 	const int words = 8 * B;
-	const int start = ((8 * lane + 1) * B - 16 + 256 * B) % (256 * B);
-	const int wi = start >> 5, o = start & 31;
-	const int wj = (wi + 1) % words, wk = (wi + 2) % words;
+	const lane_window lw = lane_window_of<B>(lane);
 
 	float acc[R][2];
 #pragma unroll
 	for (int r = 0; r < R; r++)
 		acc[r][0] = acc[r][1] = 0.f;
+	constexpr int NB8 = (R + 7) / 8;
+	float cm[NB8][4];
+#pragma unroll
+	for (int i = 0; i < NB8; i++)
+		cm[i][0] = cm[i][1] = cm[i][2] = cm[i][3] = 0.f;
 
 	for (int kb = kb0; kb < kb1; kb++) {
 		/* Issue the loads of this chunk's 8 tiles first. */
@@ -154,9 +147,9 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 #pragma unroll
 		for (int i = 0; i < 8; i++) {
 			const uint32_t *tile = a.trellis + ((size_t)(kb * 8 + i) * ntiles + tcol) * words;
-			t0[i] = __ldcs(tile + wi);
-			t1[i] = __ldcs(tile + wj);
-			t2[i] = __ldcs(tile + wk);
+			t0[i] = __ldcs(tile + lw.wi);
+			t1[i] = __ldcs(tile + lw.wj);
+			t2[i] = __ldcs(tile + lw.wk);
 		}
 		/* u for this chunk: warp w builds rows w and w + 8. */
 		const int buf = kb & 1;
@@ -167,7 +160,8 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 				float v[4] = {0.f, 0.f, 0.f, 0.f};
 				if (r < a.rows) {
 					const int k = kb * 128 + 4 * lane;
-					const uint2 xb = *reinterpret_cast<const uint2 *>(a.x + (size_t)r * a.k + k);
+					const int xr = a.xrow ? a.xrow[r] : r;
+					const uint2 xb = *reinterpret_cast<const uint2 *>(a.x + (size_t)xr * a.k + k);
 					const uint2 sb = *reinterpret_cast<const uint2 *>(a.suh + k);
 					const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
 					const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
@@ -184,66 +178,99 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 				uint2 st;
 				st.x = *reinterpret_cast<uint32_t *>(&h01);
 				st.y = *reinterpret_cast<uint32_t *>(&h23);
-				*reinterpret_cast<uint2 *>(&us[buf][r][4 * lane]) = st;
+				*reinterpret_cast<uint2 *>(&sm.us[buf][r][4 * lane]) = st;
 			}
 		}
 		__syncthreads();
 
+		if constexpr (MMA) {
+			/* One m16n8k16 per tile and 8 rows: A = the tile transposed
+			 * (m = column, k = row of the tile), whose fragment order is
+			 * the trellis order with bits 1 and 2 of j swapped (§3); B =
+			 * u (k × rows), fp32 accumulation. */
 #pragma unroll
-		for (int i = 0; i < 8; i += 2) {
-			__half2 h[R][2];
+			for (int i = 0; i < 8; i++) {
+				__half2 w[4];
+				decode8<B, CB>(t0[i], t1[i], t2[i], lw.o, w);
+				const uint32_t a0 = h2u(w[0]), a1 = h2u(w[2]), a2 = h2u(w[1]), a3 = h2u(w[3]);
+				const int kk = i * 16 + 2 * q;
 #pragma unroll
-			for (int r = 0; r < R; r++)
-				h[r][0] = h[r][1] = __float2half2_rn(0.f);
-#pragma unroll
-			for (int ii = 0; ii < 2; ii++) {
-				/* Move the window so its first bit is bit 95. */
-				const uint32_t w2 = __funnelshift_l(t1[i + ii], t0[i + ii], o);
-				const uint32_t w1 = __funnelshift_l(t2[i + ii], t1[i + ii], o);
-				const uint32_t w0 = t2[i + ii] << o;
-				/* State j ends at window bit 15 + j·B: SH = 80 − j·B. */
-				const __half2 w01 = decode2<CB>(state_at<80 - 0 * B>(w0, w1, w2),
-				                                state_at<80 - 1 * B>(w0, w1, w2));
-				const __half2 w23 = decode2<CB>(state_at<80 - 2 * B>(w0, w1, w2),
-				                                state_at<80 - 3 * B>(w0, w1, w2));
-				const __half2 w45 = decode2<CB>(state_at<80 - 4 * B>(w0, w1, w2),
-				                                state_at<80 - 5 * B>(w0, w1, w2));
-				const __half2 w67 = decode2<CB>(state_at<80 - 6 * B>(w0, w1, w2),
-				                                state_at<80 - 7 * B>(w0, w1, w2));
-				const int kk = (i + ii) * 16 + 2 * q;
-#pragma unroll
-				for (int r = 0; r < R; r++) {
-					const __half2 u0 = *reinterpret_cast<const __half2 *>(&us[buf][r][kk]);
-					const __half2 u1 = *reinterpret_cast<const __half2 *>(&us[buf][r][kk + 8]);
-					h[r][0] = __hfma2(w01, u0, h[r][0]);
-					h[r][0] = __hfma2(w23, u1, h[r][0]);
-					h[r][1] = __hfma2(w45, u0, h[r][1]);
-					h[r][1] = __hfma2(w67, u1, h[r][1]);
+				for (int nb8 = 0; nb8 < NB8; nb8++) {
+					const int r = nb8 * 8 + c0;
+					uint32_t b0 = 0, b1 = 0;
+					if (R >= 8 || r < R) {
+						b0 = *reinterpret_cast<const uint32_t *>(&sm.us[buf][r][kk]);
+						b1 = *reinterpret_cast<const uint32_t *>(&sm.us[buf][r][kk + 8]);
+					}
+					asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+					             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+					             : "+f"(cm[nb8][0]), "+f"(cm[nb8][1]), "+f"(cm[nb8][2]), "+f"(cm[nb8][3])
+					             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 				}
 			}
+		} else {
 #pragma unroll
-			for (int r = 0; r < R; r++) {
-				const float2 f0 = __half22float2(h[r][0]), f1 = __half22float2(h[r][1]);
-				acc[r][0] += f0.x + f0.y;
-				acc[r][1] += f1.x + f1.y;
+			for (int i = 0; i < 8; i += 2) {
+				__half2 h[R][2];
+#pragma unroll
+				for (int r = 0; r < R; r++)
+					h[r][0] = h[r][1] = __float2half2_rn(0.f);
+#pragma unroll
+				for (int ii = 0; ii < 2; ii++) {
+					__half2 w[4];
+					decode8<B, CB>(t0[i + ii], t1[i + ii], t2[i + ii], lw.o, w);
+					const int kk = (i + ii) * 16 + 2 * q;
+#pragma unroll
+					for (int r = 0; r < R; r++) {
+						const __half2 u0 = *reinterpret_cast<const __half2 *>(&sm.us[buf][r][kk]);
+						const __half2 u1 = *reinterpret_cast<const __half2 *>(&sm.us[buf][r][kk + 8]);
+						h[r][0] = __hfma2(w[0], u0, h[r][0]);
+						h[r][0] = __hfma2(w[1], u1, h[r][0]);
+						h[r][1] = __hfma2(w[2], u0, h[r][1]);
+						h[r][1] = __hfma2(w[3], u1, h[r][1]);
+					}
+				}
+#pragma unroll
+				for (int r = 0; r < R; r++) {
+					const float2 f0 = __half22float2(h[r][0]), f1 = __half22float2(h[r][1]);
+					acc[r][0] += f0.x + f0.y;
+					acc[r][1] += f1.x + f1.y;
+				}
 			}
 		}
 	}
 
-	/* Sum the four lanes of each column pair; lane q == 0 holds columns
-	 * c0 and c0 + 8 of this warp's tile. */
+	if constexpr (MMA) {
+		/* c0, c1: column c0 of the tile, rows 2q, 2q+1 of the block of 8;
+		 * c2, c3: column c0 + 8. */
 #pragma unroll
-	for (int r = 0; r < R; r++) {
-#pragma unroll
-		for (int c = 0; c < 2; c++) {
-			float v = acc[r][c];
-			v += __shfl_xor_sync(0xffffffffu, v, 1);
-			v += __shfl_xor_sync(0xffffffffu, v, 2);
-			acc[r][c] = v;
+		for (int nb8 = 0; nb8 < NB8; nb8++) {
+			const int r = nb8 * 8 + 2 * q;
+			if (r < R) {
+				sm.part[r][warp * 16 + c0] = cm[nb8][0];
+				sm.part[r][warp * 16 + c0 + 8] = cm[nb8][2];
+			}
+			if (r + 1 < R) {
+				sm.part[r + 1][warp * 16 + c0] = cm[nb8][1];
+				sm.part[r + 1][warp * 16 + c0 + 8] = cm[nb8][3];
+			}
 		}
-		if (q == 0) {
-			part[r][warp * 16 + c0] = acc[r][0];
-			part[r][warp * 16 + c0 + 8] = acc[r][1];
+	} else {
+		/* Sum the four lanes of each column pair; lane q == 0 holds columns
+		 * c0 and c0 + 8 of this warp's tile. */
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+#pragma unroll
+			for (int c = 0; c < 2; c++) {
+				float v = acc[r][c];
+				v += __shfl_xor_sync(0xffffffffu, v, 1);
+				v += __shfl_xor_sync(0xffffffffu, v, 2);
+				acc[r][c] = v;
+			}
+			if (q == 0) {
+				sm.part[r][warp * 16 + c0] = acc[r][0];
+				sm.part[r][warp * 16 + c0 + 8] = acc[r][1];
+			}
 		}
 	}
 	__syncthreads();
@@ -254,22 +281,21 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 		for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
 			const int r = e >> 7, c = e & 127;
 			if (r < a.rows)
-				atomicAdd(acc_g + (size_t)r * a.n + c, part[r][c]);
+				atomicAdd(acc_g + (size_t)r * a.n + c, sm.part[r][c]);
 		}
 		__threadfence();
 		__syncthreads();
-		__shared__ unsigned last;
 		if (threadIdx.x == 0)
-			last = atomicAdd(a.count + nb, 1u) == (unsigned)slices - 1;
+			sm.last = atomicAdd(a.count + nb, 1u) == (unsigned)slices - 1;
 		__syncthreads();
-		if (!last)
+		if (!sm.last)
 			return;
 		__threadfence();
 		for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
 			const int r = e >> 7, c = e & 127;
 			if (r < a.rows) {
 				float *p = acc_g + (size_t)r * a.n + c;
-				part[r][c] = __ldcg(p);
+				sm.part[r][c] = __ldcg(p);
 				__stcg(p, 0.f);
 			}
 		}
@@ -286,7 +312,7 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 			float v[4];
 #pragma unroll
 			for (int i = 0; i < 4; i++)
-				v[i] = part[r][4 * lane + i];
+				v[i] = sm.part[r][4 * lane + i];
 			had128_warp(v, lane);
 			const int n0 = nb * 128 + 4 * lane;
 			const uint2 sb = *reinterpret_cast<const uint2 *>(a.svh + n0);
@@ -314,7 +340,10 @@ __device__ __forceinline__ void exl3_gemv(const exl3_gemv_args &a)
 	extern "C" __global__ void __launch_bounds__(GEMV_THREADS) \
 	tf_exl3_gemv_b##B##_cb##CB##_r##R(const exl3_gemv_args a) \
 	{ \
-		exl3_gemv<B, CB, R>(a); \
+		__shared__ __align__(16) gemv_smem<R> sm; \
+		const gemv_job j = {a.trellis, a.suh, a.svh, a.x, nullptr, a.y, a.acc, a.count, \
+		                    a.k, a.n, a.rows, a.chunks_per_slice, a.y_bf16}; \
+		exl3_gemv<B, CB, R>(j, sm); \
 	}
 #define EXL3_GEMV_R(B, CB) \
 	EXL3_GEMV(B, CB, 1) EXL3_GEMV(B, CB, 2) EXL3_GEMV(B, CB, 4) EXL3_GEMV(B, CB, 8) \
@@ -329,3 +358,49 @@ EXL3_GEMV_CB(5)
 EXL3_GEMV_CB(6)
 EXL3_GEMV_CB(7)
 EXL3_GEMV_CB(8)
+
+/* Many experts, one launch: the block's task picks the expert, whose bit
+ * width picks the body. */
+template <int CB, int R>
+__device__ __forceinline__ void exl3_experts(const exl3_experts_args &a)
+{
+	__shared__ __align__(16) gemv_smem<R> sm;
+	const exl3_task t = a.tasks[blockIdx.z];
+	const exl3_expert e = a.experts[t.expert];
+	gemv_job j;
+	j.trellis = reinterpret_cast<const uint32_t *>(a.trellis + e.off);
+	j.suh = a.suh + (size_t)t.expert * a.k;
+	j.svh = a.svh + (size_t)t.expert * a.n;
+	j.x = a.x;
+	j.xrow = a.xrow + t.first;
+	j.y = a.y_bf16 ? static_cast<void *>(static_cast<__nv_bfloat16 *>(a.y) + (size_t)t.first * a.n)
+	               : static_cast<void *>(static_cast<float *>(a.y) + (size_t)t.first * a.n);
+	j.acc = a.acc + (size_t)blockIdx.z * R * a.n;
+	j.count = a.count + (size_t)blockIdx.z * (a.n >> 7);
+	j.k = a.k;
+	j.n = a.n;
+	j.rows = t.count;
+	j.chunks_per_slice = a.chunks_per_slice;
+	j.y_bf16 = a.y_bf16;
+	switch (e.bits) {
+	case 1: exl3_gemv<1, CB, R>(j, sm); break;
+	case 2: exl3_gemv<2, CB, R>(j, sm); break;
+	case 3: exl3_gemv<3, CB, R>(j, sm); break;
+	case 4: exl3_gemv<4, CB, R>(j, sm); break;
+	case 5: exl3_gemv<5, CB, R>(j, sm); break;
+	case 6: exl3_gemv<6, CB, R>(j, sm); break;
+	case 7: exl3_gemv<7, CB, R>(j, sm); break;
+	default: exl3_gemv<8, CB, R>(j, sm); break;
+	}
+}
+
+#define EXL3_EXPERTS(CB, R) \
+	extern "C" __global__ void __launch_bounds__(GEMV_THREADS) \
+	tf_exl3_experts_cb##CB##_r##R(const exl3_experts_args a) \
+	{ \
+		exl3_experts<CB, R>(a); \
+	}
+#define EXL3_EXPERTS_R(CB) EXL3_EXPERTS(CB, 1) EXL3_EXPERTS(CB, 4)
+EXL3_EXPERTS_R(0)
+EXL3_EXPERTS_R(1)
+EXL3_EXPERTS_R(2)

@@ -10,7 +10,7 @@
 struct bench_opts {
 	const char *backend;            /* kernels: cuda or cpu */
 	const char *shapes, *bits, *rows, *codebook;
-	int64_t iters, device, blocks_per_sm, threads;
+	int64_t iters, device, blocks_per_sm, threads, experts;
 	double seconds;
 	bool json, no_cublas;
 	/* serve */

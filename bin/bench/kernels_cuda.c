@@ -1,9 +1,13 @@
-/* kernels_cuda.c: tf-bench kernels on the GPU: for every shape × bits × codebook × rows, the fused EXL3
- * GEMV timed from CUDA graph replays of back-to-back launches over rotating
+/* kernels_cuda.c: tf-bench kernels on the GPU: for every shape × bits ×
+ * codebook × rows, the EXL3 matmul (the fused GEMV up to 16 rows; above,
+ * the prefill path, decode + cuBLAS, next to the GEMV run once per 16 rows)
+ * timed from CUDA graph replays of back-to-back launches over rotating
  * copies of the weights (more bytes than the L2 holds), the median of many
  * replays after a warm-up; reported as µs per launch, GB/s of packed
  * weights (the trellis), % of the device-to-device copy bandwidth measured
- * in the same run, and the same product as a bf16 cuBLAS GEMM. */
+ * in the same run, and the same product as a bf16 cuBLAS GEMM. With
+ * --experts N, rows ≤ 4 also time N experts of the shape in one launch
+ * (the MoE kernel). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,7 @@
 #include "base/rng.h"
 #include "cuda/blas.h"
 #include "cuda/driver.h"
+#include "cuda/exl3_gemm.h"
 #include "cuda/exl3_gemv.h"
 #include "cuda/graph.h"
 #include "cuda/module.h"
@@ -101,6 +106,66 @@ static tf_status gemv_body(void *arg, void *stream)
 	return TF_OK;
 }
 
+/* More than 16 rows through the GEMV: one launch per 16 rows. */
+static tf_status gemv16_body(void *arg, void *stream)
+{
+	struct gemv_case *c = arg;
+	const struct tf_exl3_geom *g = &c->L[0].g;
+	for (int i = 0; i < c->launches; i++)
+		for (uint32_t r = 0; r < c->rows; r += 16) {
+			uint32_t m = c->rows - r < 16 ? c->rows - r : 16;
+			tf_status st = tf_cu_exl3_gemv(&c->L[i % c->copies], c->x + (size_t)2 * r * g->k, m,
+			                               c->y + (size_t)4 * r * g->n, false, c->ws, c->sms,
+			                               (int)bench.blocks_per_sm, stream);
+			if (st)
+				return st;
+		}
+	return TF_OK;
+}
+
+/* The prefill path: decode + cuBLAS. */
+struct gemm_case {
+	struct gemv_case *v;
+	struct tf_cu_blas *blas;
+	tf_cu_ptr scratch;
+	size_t scratch_bytes;
+};
+
+static tf_status gemm_body(void *arg, void *stream)
+{
+	struct gemm_case *c = arg;
+	for (int i = 0; i < c->v->launches; i++) {
+		tf_status st = tf_cu_exl3_gemm(&c->v->L[i % c->v->copies], c->v->x, c->v->rows, c->v->y, false,
+		                               c->blas, c->scratch, c->scratch_bytes, stream);
+		if (st)
+			return st;
+	}
+	return TF_OK;
+}
+
+/* N experts of one shape and width in one launch, each on rows rows. */
+struct experts_case {
+	struct tf_cu_exl3_experts *E; /* copies */
+	int copies, launches;
+	tf_cu_ptr tasks, xrow, x, y;
+	uint32_t ntasks, rows_max;
+	const struct tf_cu_exl3_ws *ws;
+	int sms;
+};
+
+static tf_status experts_body(void *arg, void *stream)
+{
+	struct experts_case *c = arg;
+	for (int i = 0; i < c->launches; i++) {
+		tf_status st = tf_cu_exl3_experts(&c->E[i % c->copies], c->tasks, c->ntasks, c->rows_max, c->xrow,
+		                                  c->x, c->y, false, c->ws, c->sms, (int)bench.blocks_per_sm,
+		                                  stream);
+		if (st)
+			return st;
+	}
+	return TF_OK;
+}
+
 struct blas_case {
 	struct tf_cu_blas *b;
 	tf_cu_ptr *w;
@@ -146,6 +211,84 @@ static void die_st(tf_status st, const char *what)
 		tf_die_status(st, "%s", what);
 }
 
+/* N experts of shape g (all of g's width) in one launch on rows rows
+ * each: µs per launch against N single GEMV launches (gemv_us each). */
+static void time_experts(struct timer *t, const struct tf_cu_device *dev, const struct tf_exl3_geom *g,
+                         tf_cu_ptr suh1, tf_cu_ptr svh1, tf_cu_ptr x, uint32_t rows, uint32_t nexp,
+                         const struct tf_cu_exl3_ws *ws, double gemv_us, double copy_gbs, json_t *cases)
+{
+	const size_t tb = tf_exl3_trellis_bytes(g), all = tb * nexp;
+	struct experts_case ec = {.ntasks = nexp, .rows_max = rows <= 1 ? 1 : 4, .ws = ws, .sms = dev->sms, .x = x};
+	ec.copies = copies_for(all, (size_t)dev->l2_bytes, 64);
+	ec.launches = ec.copies < 16 ? 16 : ec.copies;
+	ec.E = calloc((size_t)ec.copies, sizeof(*ec.E));
+	struct tf_exl3_geom *gs = calloc(nexp, sizeof(*gs));
+	uint64_t *off = calloc(nexp, sizeof(*off));
+	unsigned char *table = calloc(nexp, TF_CU_EXL3_EXPERT_BYTES);
+	struct tf_cu_exl3_task *tasks = calloc(nexp, sizeof(*tasks));
+	int32_t *xrow = calloc((size_t)nexp * rows, sizeof(*xrow));
+	if (!ec.E || !gs || !off || !table || !tasks || !xrow)
+		tf_die(71, "out of memory");
+	for (uint32_t e = 0; e < nexp; e++) {
+		gs[e] = *g;
+		tasks[e] = (struct tf_cu_exl3_task){(int32_t)e, (int32_t)(e * rows), (int32_t)rows, 0};
+		for (uint32_t r = 0; r < rows; r++)
+			xrow[e * rows + r] = (int32_t)r;
+	}
+	uint64_t total;
+	int ragged;
+	die_st(tf_exl3_experts_layout(gs, nexp, off, &total, &ragged), "experts layout");
+	tf_cu_exl3_experts_table(gs, off, nexp, table);
+	tf_cu_ptr dtable, suh, svh;
+	die_st(TF_CU(tf_cu->MemAlloc(&dtable, (size_t)nexp * TF_CU_EXL3_EXPERT_BYTES)), "experts");
+	die_st(TF_CU(tf_cu->MemAlloc(&suh, (size_t)2 * nexp * g->k)), "experts");
+	die_st(TF_CU(tf_cu->MemAlloc(&svh, (size_t)2 * nexp * g->n)), "experts");
+	die_st(TF_CU(tf_cu->MemAlloc(&ec.tasks, sizeof(*tasks) * nexp)), "experts");
+	die_st(TF_CU(tf_cu->MemAlloc(&ec.xrow, sizeof(*xrow) * nexp * rows)), "experts");
+	die_st(TF_CU(tf_cu->MemAlloc(&ec.y, (size_t)4 * nexp * rows * g->n)), "experts");
+	die_st(TF_CU(tf_cu->MemcpyHtoD(dtable, table, (size_t)nexp * TF_CU_EXL3_EXPERT_BYTES)), "experts");
+	die_st(TF_CU(tf_cu->MemcpyHtoD(ec.tasks, tasks, sizeof(*tasks) * nexp)), "experts");
+	die_st(TF_CU(tf_cu->MemcpyHtoD(ec.xrow, xrow, sizeof(*xrow) * nexp * rows)), "experts");
+	for (uint32_t e = 0; e < nexp; e++) {
+		die_st(TF_CU(tf_cu->MemcpyDtoD(suh + (size_t)2 * e * g->k, suh1, (size_t)2 * g->k)), "experts");
+		die_st(TF_CU(tf_cu->MemcpyDtoD(svh + (size_t)2 * e * g->n, svh1, (size_t)2 * g->n)), "experts");
+	}
+	tf_cu_func fill;
+	die_st(tf_cu_kernel("tf_fill_u32", &fill), "fill kernel");
+	for (int i = 0; i < ec.copies; i++) {
+		ec.E[i] = (struct tf_cu_exl3_experts){.k = g->k, .n = g->n, .count = nexp, .cb = g->cb,
+		                                       .table = dtable, .suh = suh, .svh = svh};
+		die_st(TF_CU(tf_cu->MemAlloc(&ec.E[i].trellis, total)), "experts trellis");
+		unsigned long long words = total / 4;
+		uint32_t seed = (uint32_t)(i * 104729 + 17);
+		void *pf[] = {&ec.E[i].trellis, &words, &seed};
+		die_st(tf_cu_launch(fill, (unsigned)dev->sms * 4, 256, 0, NULL, pf), "fill");
+	}
+	die_st(TF_CU(tf_cu->CtxSynchronize()), "fill");
+	double us;
+	die_st(time_body(t, t->gc, experts_body, &ec, ec.launches, &us), "experts timing");
+	double gbs = all / (us * 1e-6) / 1e9;
+	if (bench.json) {
+		json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:i}",
+			"op", "experts", "k", g->k, "n", g->n, "bits", g->bits, "codebook", tf_exl3_cb_name(g->cb),
+			"rows", (int)rows, "experts", (int)nexp, "us", us, "gbs", gbs, "pct_copy", 100 * gbs / copy_gbs,
+			"gemv_launches_us", gemv_us * nexp, "trellis_bytes", (json_int_t)all, "copies", ec.copies));
+	} else {
+		printf("  %u experts, one launch: %9.2f us %8.0f GB/s %5.1f%%   (%u GEMV launches: %.2f us, %.2fx)\n",
+		       nexp, us, gbs, 100 * gbs / copy_gbs, nexp, gemv_us * nexp, gemv_us * nexp / us);
+		fflush(stdout);
+	}
+	for (int i = 0; i < ec.copies; i++)
+		tf_cu->MemFree(ec.E[i].trellis);
+	tf_cu->MemFree(dtable);
+	tf_cu->MemFree(suh);
+	tf_cu->MemFree(svh);
+	tf_cu->MemFree(ec.tasks);
+	tf_cu->MemFree(ec.xrow);
+	tf_cu->MemFree(ec.y);
+	free(ec.E), free(gs), free(off), free(table), free(tasks), free(xrow);
+}
+
 int bench_kernels_cuda(void)
 {
 	uint32_t shapes[32][2];
@@ -155,6 +298,10 @@ int bench_kernels_cuda(void)
 	int nbits = bench_parse_list(bench.bits, "bits", 1, 8, bits, 8);
 	int nrows = bench_parse_list(bench.rows, "rows", 1, 4096, rows, 16);
 	int ncb = bench_parse_codebooks(bench.codebook, cbs);
+	uint32_t rows_max = 16;
+	for (int r = 0; r < nrows; r++)
+		rows_max = (uint32_t)rows[r] > rows_max ? (uint32_t)rows[r] : rows_max;
+	const uint32_t nexp = (uint32_t)bench.experts;
 
 	struct tf_cu_device dev;
 	tf_status st = tf_cu_device_open((int)bench.device, &dev);
@@ -209,8 +356,8 @@ int bench_kernels_cuda(void)
 	if (!bench.json) {
 		printf("device: %s, %d SMs, L2 %d MiB; copy kernel %.0f GB/s (read+write, 1 GiB)\n",
 		       dev.name, dev.sms, dev.l2_bytes >> 20, copy_gbs);
-		printf("%-12s %4s %5s %4s %9s %8s %6s %10s %8s %7s\n", "shape KxN", "bits", "cb", "rows",
-		       "exl3 us", "GB/s", "%copy", "bf16 us", "GB/s", "speedup");
+		printf("%-12s %4s %5s %4s %9s %8s %6s %10s %8s %7s %10s\n", "shape KxN", "bits", "cb", "rows",
+		       "exl3 us", "GB/s", "%copy", "bf16 us", "GB/s", "speedup", "gemv16 us");
 	}
 	const unsigned l2 = (unsigned)dev.l2_bytes;
 	for (int s = 0; s < nshapes; s++) {
@@ -220,11 +367,11 @@ int bench_kernels_cuda(void)
 		for (int i = 0; i < (int)n; i++)
 			pat_sv[i] = tf_f32_to_f16(tf_rng_u64(&rng) & 1 ? 1.f : -1.f);
 		tf_cu_ptr x, y, suh, svh;
-		die_st(TF_CU(tf_cu->MemAlloc(&x, (size_t)2 * 16 * k)), "x");
-		die_st(TF_CU(tf_cu->MemAlloc(&y, (size_t)4 * 16 * n)), "y");
+		die_st(TF_CU(tf_cu->MemAlloc(&x, (size_t)2 * rows_max * k)), "x");
+		die_st(TF_CU(tf_cu->MemAlloc(&y, (size_t)4 * rows_max * n)), "y");
 		die_st(TF_CU(tf_cu->MemAlloc(&suh, (size_t)2 * k)), "suh");
 		die_st(TF_CU(tf_cu->MemAlloc(&svh, (size_t)2 * n)), "svh");
-		die_st(fill_pattern(x, (size_t)2 * 16 * k, pat_bf, 2 * pat_n), "x");
+		die_st(fill_pattern(x, (size_t)2 * rows_max * k, pat_bf, 2 * pat_n), "x");
 		die_st(TF_CU(tf_cu->MemcpyHtoD(suh, pat_su, (size_t)2 * k)), "suh");
 		die_st(TF_CU(tf_cu->MemcpyHtoD(svh, pat_sv, (size_t)2 * n)), "svh");
 		/* bf16 weights [N][K] for cuBLAS, rotating copies. */
@@ -243,8 +390,7 @@ int bench_kernels_cuda(void)
 			}
 			for (int r = 0; r < nrows; r++) {
 				bc.rows = (int)rows[r];
-				if (rows[r] <= 16)
-					die_st(time_body(&t, t.gc_blas, blas_body, &bc, bc.launches, &bf_us[r]), "cuBLAS timing");
+				die_st(time_body(&t, t.gc_blas, blas_body, &bc, bc.launches, &bf_us[r]), "cuBLAS timing");
 			}
 			for (int c = 0; c < bc.copies; c++)
 				tf_cu->MemFree(bc.w[c]);
@@ -269,33 +415,50 @@ int bench_kernels_cuda(void)
 					die_st(tf_cu_launch(fill, (unsigned)dev.sms * 4, 256, 0, NULL, pf), "fill");
 				}
 				die_st(TF_CU(tf_cu->CtxSynchronize()), "fill");
+				struct gemm_case gm = {.v = &gc, .blas = blas};
+				if (rows_max > TF_CU_EXL3_ROWS_MAX && blas) {
+					gm.scratch_bytes = tf_cu_exl3_gemm_scratch(&g, rows_max);
+					die_st(TF_CU(tf_cu->MemAlloc(&gm.scratch, gm.scratch_bytes)), "gemm scratch");
+				}
 				for (int r = 0; r < nrows; r++) {
-					if (rows[r] > TF_CU_EXL3_ROWS_MAX) {
-						tf_warn("%ux%u rows %lld: skipped (the GEMM path for more than %d rows is not written yet)",
-						        k, n, (long long)rows[r], TF_CU_EXL3_ROWS_MAX);
-						continue;
-					}
 					gc.rows = (uint32_t)rows[r];
-					double us;
-					die_st(time_body(&t, t.gc, gemv_body, &gc, gc.launches, &us), "exl3 timing");
+					double us, us16 = NAN; /* gemm: the GEMV per 16 rows */
+					const char *op = "gemv";
+					if (rows[r] > TF_CU_EXL3_ROWS_MAX) {
+						if (!blas) {
+							tf_warn("%ux%u rows %lld: skipped (the prefill path needs cuBLAS)", k, n,
+							        (long long)rows[r]);
+							continue;
+						}
+						op = "gemm";
+						die_st(time_body(&t, t.gc_blas, gemm_body, &gm, gc.launches, &us), "exl3 gemm timing");
+						die_st(time_body(&t, t.gc, gemv16_body, &gc, gc.launches, &us16), "exl3 gemv16 timing");
+					} else {
+						die_st(time_body(&t, t.gc, gemv_body, &gc, gc.launches, &us), "exl3 timing");
+					}
 					double gbs = tb / (us * 1e-6) / 1e9;
 					double bgbs = (double)2 * k * n / (bf_us[r] * 1e-6) / 1e9;
 					if (bench.json) {
-						json_array_append_new(cases, json_pack("{s:i,s:i,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:i}",
-							"k", k, "n", n, "bits", g.bits, "codebook", tf_exl3_cb_name(g.cb),
+						json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i}",
+							"op", op, "k", k, "n", n, "bits", g.bits, "codebook", tf_exl3_cb_name(g.cb),
 							"rows", (int)rows[r], "us", us, "gbs", gbs, "pct_copy",
 							100 * gbs / copy_gbs, "bf16_us", isnan(bf_us[r]) ? -1.0 : bf_us[r],
-							"bf16_gbs", isnan(bf_us[r]) ? -1.0 : bgbs,
+							"bf16_gbs", isnan(bf_us[r]) ? -1.0 : bgbs, "gemv16_us", isnan(us16) ? -1.0 : us16,
 							"trellis_bytes", (json_int_t)tb, "copies", gc.copies));
 					} else {
 						char shape[32];
 						snprintf(shape, sizeof(shape), "%ux%u", k, n);
-						printf("%-12s %4u %5s %4lld %9.2f %8.0f %5.1f%% %10.2f %8.0f %6.2fx\n", shape,
+						printf("%-12s %4u %5s %4lld %9.2f %8.0f %5.1f%% %10.2f %8.0f %6.2fx %10.2f\n", shape,
 						       g.bits, tf_exl3_cb_name(g.cb), (long long)rows[r], us, gbs,
-						       100 * gbs / copy_gbs, bf_us[r], bgbs, bf_us[r] / us);
+						       100 * gbs / copy_gbs, bf_us[r], bgbs, bf_us[r] / us, us16);
 						fflush(stdout);
 					}
+					if (nexp && rows[r] <= 4)
+						time_experts(&t, &dev, &g, suh, svh, x, (uint32_t)rows[r], nexp, &ws, us, copy_gbs,
+						             cases);
 				}
+				if (gm.scratch)
+					tf_cu->MemFree(gm.scratch);
 				for (int i = 0; i < gc.copies; i++)
 					tf_cu->MemFree(gc.L[i].trellis);
 				free(gc.L);

@@ -1,4 +1,4 @@
-/* blas.c: cuBLAS through dlopen: a handle and cublasGemmEx in bf16. */
+/* blas.c: cuBLAS through dlopen: a handle and cublasGemmEx in bf16 and fp16. */
 #include "cuda/blas.h"
 
 #include <dlfcn.h>
@@ -13,6 +13,7 @@ enum {
 	CUBLAS_OP_N = 0,
 	CUBLAS_OP_T = 1,
 	CUDA_R_32F = 0,
+	CUDA_R_16F = 2,
 	CUDA_R_16BF = 14,
 	CUBLAS_COMPUTE_32F = 68,
 	CUBLAS_GEMM_DEFAULT = -1,
@@ -107,8 +108,8 @@ const char *tf_cu_blas_path(const struct tf_cu_blas *b)
 	return b->path;
 }
 
-tf_status tf_cu_blas_linear_bf16(struct tf_cu_blas *b, tf_cu_ptr x, tf_cu_ptr w, tf_cu_ptr y,
-                                 int rows, int k, int n, bool y_bf16, tf_cu_stream s)
+static tf_status linear(struct tf_cu_blas *b, tf_cu_ptr x, tf_cu_ptr w, tf_cu_ptr y, int rows, int k,
+                        int n, int in_type, int y_type, tf_cu_stream s)
 {
 	int rc = b->set_stream(b->handle, s);
 	if (rc)
@@ -117,9 +118,21 @@ tf_status tf_cu_blas_linear_bf16(struct tf_cu_blas *b, tf_cu_ptr x, tf_cu_ptr w,
 	/* Column-major: C[n x rows] = op(A)[n x k] · B[k x rows], A = w as
 	 * k x n (lda k) transposed, B = x as k x rows (ldb k), C = y (ldc n). */
 	rc = b->gemm_ex(b->handle, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, (const void *)(uintptr_t)w,
-	                CUDA_R_16BF, k, (const void *)(uintptr_t)x, CUDA_R_16BF, k, &beta, (void *)(uintptr_t)y,
-	                y_bf16 ? CUDA_R_16BF : CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	                in_type, k, (const void *)(uintptr_t)x, in_type, k, &beta, (void *)(uintptr_t)y,
+	                y_type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	if (rc)
 		return blas_err(b, rc, "cublasGemmEx");
 	return TF_OK;
+}
+
+tf_status tf_cu_blas_linear_bf16(struct tf_cu_blas *b, tf_cu_ptr x, tf_cu_ptr w, tf_cu_ptr y,
+                                 int rows, int k, int n, bool y_bf16, tf_cu_stream s)
+{
+	return linear(b, x, w, y, rows, k, n, CUDA_R_16BF, y_bf16 ? CUDA_R_16BF : CUDA_R_32F, s);
+}
+
+tf_status tf_cu_blas_linear_f16(struct tf_cu_blas *b, tf_cu_ptr x, tf_cu_ptr w, tf_cu_ptr y,
+                                int rows, int k, int n, tf_cu_stream s)
+{
+	return linear(b, x, w, y, rows, k, n, CUDA_R_16F, CUDA_R_32F, s);
 }

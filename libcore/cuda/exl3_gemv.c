@@ -37,7 +37,7 @@ tf_status tf_cu_exl3_ws_init(struct tf_cu_exl3_ws *ws, uint32_t n_max)
 	if (st)
 		return st;
 	size_t acc_bytes = (size_t)TF_CU_EXL3_ROWS_MAX * n_max * sizeof(float);
-	size_t count_bytes = ((size_t)n_max / 128 + 1) * sizeof(uint32_t);
+	size_t count_bytes = tf_cu_exl3_ws_counters(n_max) * sizeof(uint32_t);
 	if ((st = TF_CU(tf_cu->MemAlloc(&ws->acc, acc_bytes))))
 		return st;
 	if ((st = TF_CU(tf_cu->MemAlloc(&ws->count, count_bytes))))
@@ -130,5 +130,114 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);
+	return TF_OK;
+}
+
+/* ---- experts ---- */
+
+struct experts_args {
+	tf_cu_ptr trellis, table, suh, svh, tasks, xrow, x, y, acc, count;
+	int32_t k, n;
+	int32_t chunks_per_slice;
+	int32_t y_bf16;
+};
+
+static tf_cu_func experts_funcs[3][2];
+static unsigned experts_generation;
+
+void tf_cu_exl3_experts_table(const struct tf_exl3_geom *g, const uint64_t *offsets, uint32_t count,
+                              void *table)
+{
+	unsigned char *t = table;
+	for (uint32_t e = 0; e < count; e++) {
+		int32_t bits[2] = {(int32_t)g[e].bits, 0};
+		memcpy(t + (size_t)e * TF_CU_EXL3_EXPERT_BYTES, &offsets[e], 8);
+		memcpy(t + (size_t)e * TF_CU_EXL3_EXPERT_BYTES + 8, bits, 8);
+	}
+}
+
+uint32_t tf_cu_exl3_route(const int32_t *sel, uint32_t rows, uint32_t topk, uint32_t nexperts,
+                          uint32_t rows_max, struct tf_cu_exl3_task *tasks, int32_t *xrow,
+                          int32_t *pair_of, uint32_t *npairs)
+{
+	uint32_t p = 0, nt = 0;
+	/* Expert by expert, rows in order: O(nexperts·rows·topk), nothing
+	 * for a decode batch; a prefill of thousands of rows would want a
+	 * counting pass (O(pairs + nexperts)) instead. */
+	for (uint32_t i = 0; i < rows * topk; i++)
+		pair_of[i] = -1;
+	for (uint32_t e = 0; e < nexperts; e++) {
+		uint32_t first = p;
+		for (uint32_t i = 0; i < rows * topk; i++) {
+			if (sel[i] != (int32_t)e)
+				continue;
+			if (p - first == rows_max) {
+				tasks[nt++] = (struct tf_cu_exl3_task){(int32_t)e, (int32_t)first, (int32_t)(p - first), 0};
+				first = p;
+			}
+			xrow[p] = (int32_t)(i / topk);
+			pair_of[i] = (int32_t)p;
+			p++;
+		}
+		if (p > first)
+			tasks[nt++] = (struct tf_cu_exl3_task){(int32_t)e, (int32_t)first, (int32_t)(p - first), 0};
+	}
+	*npairs = p;
+	return nt;
+}
+
+tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks, uint32_t ntasks,
+                             uint32_t rows_max, tf_cu_ptr xrow, tf_cu_ptr x, tf_cu_ptr y,
+                             bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms,
+                             int blocks_per_sm, tf_cu_stream s)
+{
+	struct tf_exl3_geom g = {E->k, E->n, 4, E->cb};
+	tf_status st = tf_exl3_geom_check(&g);
+	if (st)
+		return tf_err(TF_ERR_ARG, "exl3 experts: %s", tf_errmsg(st));
+	int slot = rows_max == 1 ? 0 : rows_max == 4 ? 1 : -1;
+	if (slot < 0)
+		return tf_err(TF_ERR_ARG, "exl3 experts: rows_max %u (1 or 4)", rows_max);
+	if (ntasks == 0)
+		return TF_OK;
+	if (ntasks > 65535)
+		return tf_err(TF_ERR_ARG, "exl3 experts: %u tasks (at most 65535 a launch)", ntasks);
+	unsigned kb = E->k / 128, nb = E->n / 128;
+	unsigned target = (unsigned)(sms > 0 ? sms : 132) * (unsigned)(blocks_per_sm > 0 ? blocks_per_sm : 4);
+	unsigned base = nb * ntasks, want = (target + base - 1) / base;
+	if (want > kb)
+		want = kb;
+	if (want > 1 && (!ws || (size_t)ntasks * rows_max * E->n > (size_t)16 * ws->n_max ||
+	                 (size_t)ntasks * nb > tf_cu_exl3_ws_counters(ws->n_max)))
+		want = 1;
+	unsigned cps = (kb + want - 1) / want, slices = (kb + cps - 1) / cps;
+	if ((st = tf_cu_module_load()))
+		return st;
+	tf_cu_func f;
+	pthread_mutex_lock(&mu);
+	if (experts_generation != tf_cu_module_generation()) {
+		memset(experts_funcs, 0, sizeof(experts_funcs));
+		experts_generation = tf_cu_module_generation();
+	}
+	tf_cu_func *c = &experts_funcs[E->cb][slot];
+	if (!*c) {
+		char name[64];
+		snprintf(name, sizeof(name), "tf_exl3_experts_cb%d_r%u", (int)E->cb, rows_max);
+		st = tf_cu_kernel(name, c);
+	}
+	f = *c;
+	pthread_mutex_unlock(&mu);
+	if (st)
+		return st;
+	struct experts_args a = {
+		.trellis = E->trellis, .table = E->table, .suh = E->suh, .svh = E->svh, .tasks = tasks,
+		.xrow = xrow, .x = x, .y = y, .acc = ws ? ws->acc : 0, .count = ws ? ws->count : 0,
+		.k = (int32_t)E->k, .n = (int32_t)E->n, .chunks_per_slice = (int32_t)cps, .y_bf16 = y_bf16,
+	};
+	void *params[] = {&a};
+	st = TF_CU(tf_cu->LaunchKernel(f, nb, slices, ntasks, 256, 1, 1, 0, s, params, NULL));
+	if (st)
+		return tf_err_wrap(st, "exl3 experts %ux%u %s: %u tasks (grid %ux%ux%u): ", E->k, E->n,
+		                   tf_exl3_cb_name(E->cb), ntasks, nb, slices, ntasks);
 	return TF_OK;
 }

@@ -28,13 +28,16 @@ struct tf_cu_exl3_layer {
 	tf_cu_ptr svh;     /* f16 [N] */
 };
 
-/* Scratch of the split-K sums: f32 [16][n_max] and a counter per 128
- * columns, zeroed. One per stream: launches sharing one must be ordered. */
+/* Scratch of the split-K sums: f32 [16][n_max] and 16 counters per 128
+ * columns (+1), zeroed. One per stream: launches sharing one must be
+ * ordered. */
 struct tf_cu_exl3_ws {
 	tf_cu_ptr acc;
 	tf_cu_ptr count;
 	uint32_t n_max;
 };
+/* Counters in a workspace for n_max columns. */
+static inline size_t tf_cu_exl3_ws_counters(uint32_t n_max) { return (size_t)16 * (n_max / 128) + 1; }
 
 /* Allocate and zero a workspace for layers up to n_max columns. */
 tf_status tf_cu_exl3_ws_init(struct tf_cu_exl3_ws *ws, uint32_t n_max);
@@ -55,5 +58,51 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
                           bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms, int blocks_per_sm,
                           tf_cu_stream s);
+
+/* ---- many experts in one launch (MoE) ---- */
+
+/* A projection's experts on the device, back to back as
+ * tf_exl3_experts_layout places them: one K × N shape and codebook, a bit
+ * width per expert. table: the device copy of what
+ * tf_cu_exl3_experts_table writes (16 bytes an expert). */
+struct tf_cu_exl3_experts {
+	uint32_t k, n, count;
+	enum tf_exl3_cb cb;
+	tf_cu_ptr trellis; /* every expert's trellis, at its offset */
+	tf_cu_ptr table;   /* [count] {u64 offset, i32 bits, i32 0} */
+	tf_cu_ptr suh;     /* f16 [count][K] */
+	tf_cu_ptr svh;     /* f16 [count][N] */
+};
+#define TF_CU_EXL3_EXPERT_BYTES 16
+/* Write the host image of the table (count · 16 bytes) from the
+ * geometries and offsets of tf_exl3_experts_layout. */
+void tf_cu_exl3_experts_table(const struct tf_exl3_geom *g, const uint64_t *offsets, uint32_t count,
+                              void *table);
+
+/* One task of a launch: an expert applied to count ≤ rows_max routed
+ * rows, pairs first..first+count (x rows xrow[pair], output rows pair). */
+struct tf_cu_exl3_task {
+	int32_t expert, first, count, pad;
+};
+
+/* Group routing into tasks: sel[r·topk + j] is row r's j-th expert (< 0:
+ * none). Pairs are sorted by expert (stable in r); each expert's pairs
+ * are cut into tasks of at most rows_max (the launch takes 1 or 4).
+ * Writes xrow[p] (x row of pair p), pair_of[r·topk + j] (the pair, or
+ * −1), tasks; returns the number of tasks (at most rows·topk). *npairs
+ * gets the pair count. */
+uint32_t tf_cu_exl3_route(const int32_t *sel, uint32_t rows, uint32_t topk, uint32_t nexperts,
+                          uint32_t rows_max, struct tf_cu_exl3_task *tasks, int32_t *xrow,
+                          int32_t *pair_of, uint32_t *npairs);
+
+/* Enqueue, in one launch, y[p] = x[xrow[p]] · W_e for every pair p of
+ * every task (e the task's expert). tasks, xrow: device copies; rows_max
+ * as given to tf_cu_exl3_route; x bf16 [*][K]; y [pairs][N] f32 or bf16.
+ * Split-K uses ws when it is large enough (ntasks·rows_max·N floats),
+ * else each block takes all of K. */
+tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks, uint32_t ntasks,
+                             uint32_t rows_max, tf_cu_ptr xrow, tf_cu_ptr x, tf_cu_ptr y,
+                             bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms,
+                             int blocks_per_sm, tf_cu_stream s);
 
 #endif

@@ -1,10 +1,14 @@
-/* gpu_exl3.c: the fused EXL3 GEMV (kernels/exl3_gemv.cu) against the CPU
- * codec (tf_exl3_matmul) on random layers: every bit width 1..8, the three
- * codebooks, 1..16 rows, f32 and bf16 outputs, one slice and many. The
- * output is poisoned (NaN) before each run; the error is ‖y − ref‖/‖ref‖
- * (tolerance 4e-3: u and the pairwise products are fp16, §5), plus the
- * largest element error over the reference's RMS (tolerance 3e-2). The
- * workspace must be zero again after every launch. */
+/* gpu_exl3.c: the EXL3 kernels against the CPU codec (tf_exl3_matmul) on
+ * random layers. The fused GEMV (kernels/exl3_gemv.cu): every bit width
+ * 1..8, the three codebooks, 1..16 rows, f32 and bf16 outputs, one slice
+ * and many. The prefill path (kernels/exl3_gemm.cu + cuBLAS): the decoded
+ * Ŵᵀ bit-exact with tf_exl3_decode, and 17..300 rows. The ragged experts
+ * launch: experts of mixed widths, routed rows, tasks of 1 and 4 rows.
+ * Outputs are poisoned (NaN) before each run; the error is ‖y − ref‖/‖ref‖
+ * (tolerance 4e-3 for f32 output: u and the pairwise products are fp16,
+ * §5; 8e-3 for bf16), plus the largest element error over the
+ * reference's RMS (tolerance 3e-2). The workspace must be zero again after
+ * every launch. */
 #include <math.h>
 #include <string.h>
 
@@ -12,12 +16,15 @@
 #include "base/rng.h"
 #include "base/thread.h"
 #include "cuda/blas.h"
+#include "cuda/exl3_gemm.h"
 #include "cuda/exl3_gemv.h"
 #include "cuda/module.h"
 #include "gpu_util.h"
 
 static struct tf_pool *pool;
-static double worst_rel, worst_max;
+static double worst_rel, worst_max, worst_gemm, worst_experts;
+
+static void ws_zero(const struct tf_cu_exl3_ws *ws);
 
 static void one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws, uint32_t k, uint32_t n,
                 uint32_t bits, enum tf_exl3_cb cb, uint32_t rows, bool y_bf16, int bps, uint64_t seed)
@@ -90,18 +97,7 @@ static void one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws, uint32
 	if (mx > worst_max && !y_bf16)
 		worst_max = mx;
 	/* The workspace is zero again. */
-	float *acc = malloc(4 * 16 * (size_t)ws->n_max);
-	uint32_t *cnt = malloc(4 * (ws->n_max / 128 + 1));
-	GPU_OK(TF_CU(tf_cu->MemcpyDtoH(acc, ws->acc, 4 * 16 * (size_t)ws->n_max)));
-	GPU_OK(TF_CU(tf_cu->MemcpyDtoH(cnt, ws->count, 4 * (ws->n_max / 128 + 1))));
-	size_t nz = 0;
-	for (size_t i = 0; i < 16 * (size_t)ws->n_max; i++)
-		nz += acc[i] != 0;
-	for (size_t i = 0; i < ws->n_max / 128 + 1; i++)
-		nz += cnt[i] != 0;
-	GPU_CHECK(nz == 0, "%zu workspace words left non-zero", nz);
-	free(acc);
-	free(cnt);
+	ws_zero(ws);
 	tf_cu->MemFree(D.trellis);
 	tf_cu->MemFree(D.suh);
 	tf_cu->MemFree(D.svh);
@@ -114,6 +110,228 @@ static void one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws, uint32
 	free(x);
 	free(ref);
 	free(y);
+}
+
+/* The workspace is all zero again. */
+static void ws_zero(const struct tf_cu_exl3_ws *ws)
+{
+	size_t nacc = 16 * (size_t)ws->n_max, ncnt = tf_cu_exl3_ws_counters(ws->n_max);
+	float *acc = malloc(4 * nacc);
+	uint32_t *cnt = malloc(4 * ncnt);
+	GPU_OK(TF_CU(tf_cu->MemcpyDtoH(acc, ws->acc, 4 * nacc)));
+	GPU_OK(TF_CU(tf_cu->MemcpyDtoH(cnt, ws->count, 4 * ncnt)));
+	size_t nz = 0;
+	for (size_t i = 0; i < nacc; i++)
+		nz += acc[i] != 0;
+	for (size_t i = 0; i < ncnt; i++)
+		nz += cnt[i] != 0;
+	GPU_CHECK(nz == 0, "%zu workspace words left non-zero", nz);
+	free(acc);
+	free(cnt);
+}
+
+/* ‖y − ref‖/‖ref‖ and max|y − ref|/rms(ref) over count values; NaNs and
+ * infinities counted apart. */
+static size_t compare(const float *y, const float *ref, size_t count, double *rel, double *mx)
+{
+	double num = 0, den = 0, maxe = 0;
+	size_t nan = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (!isfinite(y[i])) {
+			nan++;
+			continue;
+		}
+		double d = (double)y[i] - ref[i];
+		num += d * d;
+		den += (double)ref[i] * ref[i];
+		if (fabs(d) > maxe)
+			maxe = fabs(d);
+	}
+	*rel = sqrt(num / (den > 0 ? den : 1));
+	double rms = sqrt(den / (double)(count ? count : 1));
+	*mx = maxe / (rms > 0 ? rms : 1);
+	return nan;
+}
+
+/* Read back count outputs (f32 or bf16) as floats. */
+static void fetch(tf_cu_ptr dy, size_t count, bool y_bf16, float *y)
+{
+	if (y_bf16) {
+		uint16_t *yb = malloc(2 * count);
+		GPU_OK(TF_CU(tf_cu->MemcpyDtoH(yb, dy, 2 * count)));
+		for (size_t i = 0; i < count; i++)
+			y[i] = tf_bf16_to_f32(yb[i]);
+		free(yb);
+	} else {
+		GPU_OK(TF_CU(tf_cu->MemcpyDtoH(y, dy, 4 * count)));
+	}
+}
+
+/* The prefill path: Ŵᵀ bit-exact, then y for rows rows. */
+static void gemm_one(struct tf_cu_blas *blas, uint32_t k, uint32_t n, uint32_t bits, enum tf_exl3_cb cb,
+                     uint32_t rows, bool y_bf16, uint64_t seed)
+{
+	struct tf_exl3_geom g = {k, n, bits, cb};
+	struct tf_rng rng;
+	tf_rng_seed(&rng, seed);
+	size_t tb = tf_exl3_trellis_bytes(&g), kn = (size_t)k * n, rk = (size_t)rows * k, rn = (size_t)rows * n;
+	uint16_t *tr = malloc(tb), *suh = malloc(2 * k), *svh = malloc(2 * n), *xb = malloc(2 * rk);
+	uint16_t *What = malloc(2 * kn), *wt = malloc(2 * kn);
+	float *x = malloc(4 * rk), *ref = malloc(4 * rn), *y = malloc(4 * rn);
+	tf_exl3_synth(&g, &rng, tr, suh, svh);
+	for (size_t i = 0; i < rk; i++) {
+		xb[i] = tf_f32_to_bf16(tf_rng_normal(&rng));
+		x[i] = tf_bf16_to_f32(xb[i]);
+	}
+	struct tf_exl3_layer L = {g, tr, suh, svh, NULL};
+	GPU_OK(tf_exl3_matmul(&L, x, rows, ref, pool));
+	tf_exl3_decode(&g, tr, What);
+
+	struct tf_cu_exl3_layer D = {.g = g};
+	size_t sb = tf_cu_exl3_gemm_scratch(&g, rows);
+	tf_cu_ptr dx, dy, scratch;
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&D.trellis, tb)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&D.suh, 2 * k)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&D.svh, 2 * n)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dx, 2 * rk)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dy, 4 * rn)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&scratch, sb)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(D.trellis, tr, tb)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(D.suh, suh, 2 * k)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(D.svh, svh, 2 * n)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(dx, xb, 2 * rk)));
+
+	/* Ŵᵀ[j][i] == Ŵ[i][j], every bit. */
+	GPU_OK(TF_CU(tf_cu->MemsetD8(scratch, 0xFF, 2 * kn)));
+	GPU_OK(tf_cu_exl3_decode(&D, scratch, NULL));
+	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
+	GPU_OK(TF_CU(tf_cu->MemcpyDtoH(wt, scratch, 2 * kn)));
+	size_t bad = 0;
+	for (uint32_t i = 0; i < k; i++)
+		for (uint32_t j = 0; j < n; j++)
+			bad += wt[(size_t)j * k + i] != What[(size_t)i * n + j];
+	GPU_CHECK(bad == 0, "decode %ux%u b%u %s: %zu of %zu weights differ", k, n, bits,
+	          tf_exl3_cb_name(cb), bad, kn);
+
+	GPU_OK(TF_CU(tf_cu->MemsetD8(dy, 0xFF, 4 * rn)));
+	GPU_OK(TF_CU(tf_cu->MemsetD8(scratch, 0xFF, sb)));
+	GPU_OK(tf_cu_exl3_gemm(&D, dx, rows, dy, y_bf16, blas, scratch, sb, NULL));
+	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
+	fetch(dy, rn, y_bf16, y);
+	double rel, mx;
+	size_t nan = compare(y, ref, rn, &rel, &mx);
+	double tol = y_bf16 ? 8e-3 : 4e-3;
+	GPU_CHECK(nan == 0 && rel <= tol && mx <= 3e-2,
+	          "gemm %ux%u b%u %s rows %u %s: %zu unwritten/NaN, rel %.2e, max %.2e", k, n, bits,
+	          tf_exl3_cb_name(cb), rows, y_bf16 ? "bf16" : "f32", nan, rel, mx);
+	if (rel > worst_gemm && !y_bf16)
+		worst_gemm = rel;
+	tf_cu->MemFree(D.trellis);
+	tf_cu->MemFree(D.suh);
+	tf_cu->MemFree(D.svh);
+	tf_cu->MemFree(dx);
+	tf_cu->MemFree(dy);
+	tf_cu->MemFree(scratch);
+	free(tr), free(suh), free(svh), free(xb), free(What), free(wt), free(x), free(ref), free(y);
+}
+
+/* Ragged experts: nexp experts of widths bits[e] (one codebook), rows
+ * routed rows choosing topk experts each at random, tasks of rows_max;
+ * each pair against tf_exl3_matmul of its expert on its row. */
+static void experts_one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws, uint32_t k,
+                        uint32_t n, const uint32_t *bits, uint32_t nexp, enum tf_exl3_cb cb,
+                        uint32_t rows, uint32_t topk, uint32_t rows_max, bool y_bf16, int bps,
+                        uint64_t seed)
+{
+	struct tf_rng rng;
+	tf_rng_seed(&rng, seed);
+	struct tf_exl3_geom g[16];
+	uint64_t off[16], total;
+	int ragged;
+	for (uint32_t e = 0; e < nexp; e++)
+		g[e] = (struct tf_exl3_geom){k, n, bits[e], cb};
+	GPU_OK(tf_exl3_experts_layout(g, nexp, off, &total, &ragged));
+	uint8_t *tr = calloc(1, total);
+	uint16_t *suh = malloc(2 * (size_t)nexp * k), *svh = malloc(2 * (size_t)nexp * n);
+	for (uint32_t e = 0; e < nexp; e++)
+		tf_exl3_synth(&g[e], &rng, (uint16_t *)(tr + off[e]), suh + (size_t)e * k, svh + (size_t)e * n);
+	uint16_t *xb = malloc(2 * (size_t)rows * k);
+	float *x = malloc(4 * (size_t)rows * k);
+	for (size_t i = 0; i < (size_t)rows * k; i++) {
+		xb[i] = tf_f32_to_bf16(tf_rng_normal(&rng));
+		x[i] = tf_bf16_to_f32(xb[i]);
+	}
+	/* Routing: topk distinct experts per row. */
+	int32_t *sel = malloc(4 * (size_t)rows * topk), *xrow = malloc(4 * (size_t)rows * topk);
+	int32_t *pair_of = malloc(4 * (size_t)rows * topk);
+	struct tf_cu_exl3_task *tasks = malloc(sizeof(*tasks) * rows * topk);
+	for (uint32_t r = 0; r < rows; r++)
+		for (uint32_t j = 0; j < topk; j++) {
+			int32_t e;
+			bool dup;
+			do {
+				e = (int32_t)(tf_rng_u64(&rng) % nexp);
+				dup = false;
+				for (uint32_t i = 0; i < j; i++)
+					dup |= sel[r * topk + i] == e;
+			} while (dup);
+			sel[r * topk + j] = e;
+		}
+	uint32_t npairs, ntasks = tf_cu_exl3_route(sel, rows, topk, nexp, rows_max, tasks, xrow, pair_of, &npairs);
+	GPU_CHECK(npairs == rows * topk, "route: %u pairs of %u", npairs, rows * topk);
+	/* The reference, pair by pair. */
+	float *ref = malloc(4 * (size_t)npairs * n), *y = malloc(4 * (size_t)npairs * n);
+	for (uint32_t i = 0; i < rows * topk; i++) {
+		int32_t e = sel[i], p = pair_of[i];
+		struct tf_exl3_layer L = {g[e], (const uint16_t *)(tr + off[e]), suh + (size_t)e * k,
+		                          svh + (size_t)e * n, NULL};
+		GPU_OK(tf_exl3_matmul(&L, x + (size_t)(i / topk) * k, 1, ref + (size_t)p * n, NULL));
+	}
+	unsigned char table[16 * TF_CU_EXL3_EXPERT_BYTES];
+	tf_cu_exl3_experts_table(g, off, nexp, table);
+	struct tf_cu_exl3_experts E = {.k = k, .n = n, .count = nexp, .cb = cb};
+	tf_cu_ptr dtasks, dxrow, dx, dy;
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&E.trellis, total)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&E.table, sizeof(table))));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&E.suh, 2 * (size_t)nexp * k)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&E.svh, 2 * (size_t)nexp * n)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dtasks, sizeof(*tasks) * ntasks)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dxrow, 4 * (size_t)npairs)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dx, 2 * (size_t)rows * k)));
+	GPU_OK(TF_CU(tf_cu->MemAlloc(&dy, 4 * (size_t)npairs * n)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(E.trellis, tr, total)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(E.table, table, sizeof(table))));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(E.suh, suh, 2 * (size_t)nexp * k)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(E.svh, svh, 2 * (size_t)nexp * n)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(dtasks, tasks, sizeof(*tasks) * ntasks)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(dxrow, xrow, 4 * (size_t)npairs)));
+	GPU_OK(TF_CU(tf_cu->MemcpyHtoD(dx, xb, 2 * (size_t)rows * k)));
+	GPU_OK(TF_CU(tf_cu->MemsetD8(dy, 0xFF, 4 * (size_t)npairs * n)));
+	const int sms = bps < 0 ? 1 : dev->sms;
+	bps = bps < 0 ? 1 : bps;
+	GPU_OK(tf_cu_exl3_experts(&E, dtasks, ntasks, rows_max, dxrow, dx, dy, y_bf16, ws, sms, bps, NULL));
+	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
+	fetch(dy, (size_t)npairs * n, y_bf16, y);
+	double rel, mx;
+	size_t nan = compare(y, ref, (size_t)npairs * n, &rel, &mx);
+	double tol = y_bf16 ? 8e-3 : 4e-3;
+	GPU_CHECK(nan == 0 && rel <= tol && mx <= 3e-2,
+	          "experts %ux%u %s x%u rows %u top%u tasks %u (≤%u rows) %s: %zu unwritten/NaN, rel %.2e, max %.2e",
+	          k, n, tf_exl3_cb_name(cb), nexp, rows, topk, ntasks, rows_max, y_bf16 ? "bf16" : "f32",
+	          nan, rel, mx);
+	if (rel > worst_experts && !y_bf16)
+		worst_experts = rel;
+	ws_zero(ws);
+	tf_cu->MemFree(E.trellis);
+	tf_cu->MemFree(E.table);
+	tf_cu->MemFree(E.suh);
+	tf_cu->MemFree(E.svh);
+	tf_cu->MemFree(dtasks);
+	tf_cu->MemFree(dxrow);
+	tf_cu->MemFree(dx);
+	tf_cu->MemFree(dy);
+	free(tr), free(suh), free(svh), free(xb), free(x), free(sel), free(xrow), free(pair_of);
+	free(tasks), free(ref), free(y);
 }
 
 /* The bf16 cuBLAS GEMM that tf-bench compares with, on the dequantised
@@ -208,6 +426,46 @@ int main(void)
 	       worst_rel, worst_max);
 	if (!quick)
 		blas_check();
+
+	/* The prefill path: every width and codebook, rows past the GEMV. */
+	struct tf_cu_blas *blas;
+	tf_status bst = tf_cu_blas_new(&blas);
+	GPU_CHECK(bst == TF_OK, "no cuBLAS for the prefill path: %s", tf_errmsg(bst));
+	int gcases = 0;
+	for (uint32_t bits = 1; bits <= 8 && !bst; bits++)
+		for (int cb = 0; cb < 3; cb++) {
+			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
+				continue;
+			static const uint32_t grows[] = {17, 64, 300};
+			gemm_one(blas, 512, 384, bits, cb, grows[(bits + cb) % 3], (bits + cb) % 4 == 0, seed++);
+			gcases++;
+			if (!quick && cb == 2 && (bits == 2 || bits == 4)) {
+				gemm_one(blas, 5120, 2304, bits, cb, 64, false, seed++);
+				gemm_one(blas, 2304, 5120, bits, cb, 33, false, seed++);
+				gcases += 2;
+			}
+		}
+	printf("exl3 gemm: %d cases, worst rel %.2e (f32 output)\n", gcases, worst_gemm);
+	if (!bst)
+		tf_cu_blas_free(blas);
+
+	/* Ragged experts in one launch. */
+	static const uint32_t ebits[8] = {2, 3, 4, 2, 5, 8, 1, 6};
+	int ecases = 0;
+	for (int cb = 0; cb < 3; cb++) {
+		experts_one(&dev, &ws, 1024, 384, ebits, 8, cb, 1, 6, 1, false, 0, seed++);
+		experts_one(&dev, &ws, 512, 256, ebits, 8, cb, 5, 3, 4, cb == 1, 0, seed++);
+		experts_one(&dev, &ws, 512, 384, ebits, 8, cb, 40, 2, 4, false, 0, seed++);
+		experts_one(&dev, &ws, 1024, 384, ebits, 6, cb, 3, 4, 1, false, -1, seed++);
+		ecases += 4;
+	}
+	static const uint32_t dsv[6] = {2, 4, 2, 4, 3, 2};
+	if (!quick) {
+		experts_one(&dev, &ws, 5120, 2304, dsv, 6, TF_EXL3_CB_MUL1, 1, 6, 1, false, 0, seed++);
+		experts_one(&dev, &ws, 2304, 5120, dsv, 6, TF_EXL3_CB_MUL1, 4, 6, 4, false, 0, seed++);
+		ecases += 2;
+	}
+	printf("exl3 experts: %d cases, worst rel %.2e (f32 output)\n", ecases, worst_experts);
 	tf_cu_exl3_ws_release(&ws);
 	tf_pool_free(pool);
 	tf_cu_module_unload();

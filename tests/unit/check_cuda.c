@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "cuda/arena.h"
 #include "cuda/driver.h"
+#include "cuda/exl3_gemm.h"
 #include "cuda/exl3_gemv.h"
 #include "cuda/module.h"
 
@@ -400,6 +401,58 @@ START_TEST(exl3_gemv_args)
 }
 END_TEST
 
+/* Routing: pairs grouped by expert in row order, cut at rows_max; rows
+ * without a choice (−1) get no pair; the table holds offset and width. */
+START_TEST(exl3_route)
+{
+	/* 4 rows, top 2; expert 1 chosen by rows 0, 1, 2, 3 (cut at 3). */
+	const int32_t sel[8] = {1, 0, 1, 2, 1, -1, 2, 1};
+	struct tf_cu_exl3_task tasks[8];
+	int32_t xrow[8], pair_of[8];
+	uint32_t npairs;
+	uint32_t nt = tf_cu_exl3_route(sel, 4, 2, 3, 3, tasks, xrow, pair_of, &npairs);
+	ck_assert_uint_eq(npairs, 7);
+	ck_assert_uint_eq(nt, 4);
+	/* expert 0: row 0; expert 1: rows 0, 1, 2, then 3; expert 2: rows 1, 3 */
+	const int32_t want_tasks[4][3] = {{0, 0, 1}, {1, 1, 3}, {1, 4, 1}, {2, 5, 2}};
+	for (uint32_t t = 0; t < nt; t++) {
+		ck_assert_int_eq(tasks[t].expert, want_tasks[t][0]);
+		ck_assert_int_eq(tasks[t].first, want_tasks[t][1]);
+		ck_assert_int_eq(tasks[t].count, want_tasks[t][2]);
+	}
+	const int32_t want_xrow[7] = {0, 0, 1, 2, 3, 1, 3};
+	for (int p = 0; p < 7; p++)
+		ck_assert_int_eq(xrow[p], want_xrow[p]);
+	const int32_t want_pair[8] = {1, 0, 2, 5, 3, -1, 6, 4};
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(pair_of[i], want_pair[i]);
+
+	struct tf_exl3_geom g[2] = {{256, 128, 2, TF_EXL3_CB_MUL1}, {256, 128, 5, TF_EXL3_CB_MUL1}};
+	uint64_t off[2], total;
+	int ragged;
+	ck_assert_int_eq(tf_exl3_experts_layout(g, 2, off, &total, &ragged), TF_OK);
+	unsigned char table[2 * TF_CU_EXL3_EXPERT_BYTES];
+	tf_cu_exl3_experts_table(g, off, 2, table);
+	uint64_t o;
+	int32_t bits;
+	memcpy(&o, table + TF_CU_EXL3_EXPERT_BYTES, 8);
+	memcpy(&bits, table + TF_CU_EXL3_EXPERT_BYTES + 8, 4);
+	ck_assert_uint_eq(o, tf_exl3_trellis_bytes(&g[0]));
+	ck_assert_int_eq(bits, 5);
+
+	/* Argument checks that come before any launch. */
+	struct tf_cu_exl3_experts E = {.k = 256, .n = 128, .count = 2, .cb = TF_EXL3_CB_MUL1};
+	tf_status st = tf_cu_exl3_experts(&E, 1, 1, 2, 1, 1, 1, false, NULL, 4, 4, NULL);
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "rows_max 2"));
+	struct tf_cu_exl3_layer L = {.g = {512, 256, 4, TF_EXL3_CB_MUL1}, .trellis = 1, .suh = 1, .svh = 1};
+	ck_assert_uint_eq(tf_cu_exl3_gemm_scratch(&L.g, 64), 512 * 256 * 2 + 64 * 512 * 2 + 64 * 256 * 4);
+	st = tf_cu_exl3_gemm(&L, 1, 64, 1, false, NULL, 1, 1000, NULL);
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "scratch"));
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
 	Suite *s = suite_create("cuda");
@@ -418,6 +471,7 @@ Suite *suite_cuda(void)
 	tcase_add_test(tc, module_build);
 	tcase_add_test(tc, exl3_plan);
 	tcase_add_test(tc, exl3_gemv_args);
+	tcase_add_test(tc, exl3_route);
 	suite_add_tcase(s, tc);
 	return s;
 }

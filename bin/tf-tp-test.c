@@ -1,0 +1,631 @@
+/* tf-tp-test: check and measure the tensor-parallel fabric.
+ *
+ *   suite                 every collective, dtype and size, bit-exact against
+ *                         the host reference (exit 1 on a mismatch)
+ *   failfast VICTIM MODE  the victim fails at step 50 (fatal or kill); the
+ *                         others must exit 70 within the grace time + 0.5 s
+ *   bench                 an nccl-tests-style all-reduce table
+ *   kernel                whether the mailbox kernel is embedded
+ *
+ * One process is one rank (TF_TP_RANK, TF_TP_WORLD, ...); --local N starts
+ * N ranks of this host itself, one per GPU, and judges failfast. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/cli.h"
+#include "base/f16.h"
+#include "base/log.h"
+#include "base/num.h"
+#include "cuda/driver.h"
+#include "cuda/module.h"
+#include "fabric/bootstrap.h"
+#include "fabric/comm.h"
+#include "fabric/fate.h"
+#include "fabric/settings.h"
+
+static struct {
+	struct tf_fabric_opts fab;
+	int64_t local, iters, max_bytes;
+} o;
+
+static struct tf_opt opts[TF_FABRIC_NOPTS + 3] = {
+	{"local", 'l', TF_OPT_INT, &o.local, "N", NULL, "0",
+	 "start N ranks on this host (one per GPU) and judge them", 0, 64, NULL},
+	{"iters", 'n', TF_OPT_INT, &o.iters, "N", NULL, "20", "timed iterations per bench size", 1, 100000, NULL},
+	{"max-bytes", 'm', TF_OPT_SIZE, &o.max_bytes, "SIZE", NULL, "4M", "largest message of suite and bench", 0,
+	 (double)(1ull << 32), NULL},
+};
+
+static const struct tf_cli cli = {
+	"tf-tp-test",
+	"[OPTION]... suite\n"
+	"       tf-tp-test [OPTION]... failfast VICTIM fatal|kill\n"
+	"       tf-tp-test [OPTION]... bench\n"
+	"       tf-tp-test kernel",
+	"Check and measure the tensor-parallel fabric (collectives, fail-fast).",
+	"suite|failfast|bench|kernel", opts, TF_NOPTS(opts),
+};
+
+static struct tf_fabric_settings S;
+static struct tf_boot boot;
+static struct tf_comm *comm;
+static struct tf_fate *fate;
+static struct tf_cu_device dev;
+static tf_cu_stream stream;
+
+/* ---- buffers: host memory, or device memory on GPU backends ---- */
+
+struct buf {
+	void *p;    /* host pointer or device address */
+	size_t n;
+};
+
+static void buf_new(struct buf *b, size_t n)
+{
+	b->n = n;
+	if (comm->device) {
+		tf_cu_ptr d;
+		tf_status st = TF_CU(tf_cu->MemAlloc(&d, n ? n : 1));
+		if (st)
+			tf_die_status(st, "device buffer");
+		b->p = (void *)(uintptr_t)d;
+	} else if (!(b->p = malloc(n ? n : 1))) {
+		tf_die(71, "out of memory");
+	}
+}
+
+static void buf_free(struct buf *b)
+{
+	if (comm->device)
+		tf_cu->MemFree((tf_cu_ptr)(uintptr_t)b->p);
+	else
+		free(b->p);
+}
+
+static void put(void *dst, const void *src, size_t n)
+{
+	if (!n)
+		return;
+	if (comm->device) {
+		/* A pageable copy may still be in flight when it returns, and
+		 * the collective stream does not wait for the null stream. */
+		tf_status st = TF_CU(tf_cu->MemcpyHtoD((tf_cu_ptr)(uintptr_t)dst, src, n));
+		if (!st)
+			st = TF_CU(tf_cu->CtxSynchronize());
+		if (st)
+			tf_die_status(st, "copy to device");
+	} else {
+		memcpy(dst, src, n);
+	}
+}
+
+static void get(void *dst, const void *src, size_t n)
+{
+	if (!n)
+		return;
+	if (comm->device) {
+		tf_status st = TF_CU(tf_cu->StreamSynchronize(stream));
+		if (!st)
+			st = TF_CU(tf_cu->MemcpyDtoH(dst, (tf_cu_ptr)(uintptr_t)src, n));
+		if (st)
+			tf_die_status(st, "copy from device");
+	} else {
+		memcpy(dst, src, n);
+	}
+}
+
+static void sync_stream(void)
+{
+	if (comm->device) {
+		tf_status st = TF_CU(tf_cu->StreamSynchronize(stream));
+		if (st)
+			tf_fate_fatal(fate, "stream", tf_errmsg(st));
+	}
+}
+
+/* ---- opening a rank ---- */
+
+static void open_rank(void)
+{
+	tf_status st;
+	if (S.backend != TF_FABRIC_HOST) {
+		if ((st = tf_cu_init()) || (st = tf_cu_device_open(S.device, &dev)))
+			tf_die_status(st, "cannot open CUDA device %d", S.device);
+		if ((st = TF_CU(tf_cu->StreamCreate(&stream, TF_CU_STREAM_NON_BLOCKING))))
+			tf_die_status(st, "stream");
+	}
+	if ((st = tf_boot_open(&boot, &S)))
+		tf_die_status(st, "rank %d: bootstrap", S.rank);
+	if ((st = tf_comm_open(&boot, &S, &comm)))
+		tf_die_status(st, "rank %d: %s backend", S.rank, tf_fabric_backend_name(S.backend));
+	if (S.failfast) {
+		if ((st = tf_fate_start(&boot, S.grace_s, &fate)))
+			tf_die_status(st, "rank %d: fail-fast", S.rank);
+		tf_fate_on_abort(fate, (void (*)(void *))comm->ops->abort, comm);
+	}
+	int ver = tf_comm_nccl_version(comm);
+	printf("INFO rank %d/%d on %s, backend %s%s", S.rank, S.world,
+	       S.backend == TF_FABRIC_HOST ? "host" : dev.name, comm->name,
+	       ver ? "" : "\n");
+	if (ver)
+		printf(" (NCCL %d.%d.%d)\n", ver / 10000, ver / 100 % 100, ver % 100);
+	fflush(stdout);
+}
+
+static void close_rank(void)
+{
+	tf_fate_stop(fate);
+	fate = NULL;
+	tf_comm_free(comm);
+	tf_boot_close(&boot);
+	if (stream)
+		tf_cu->StreamDestroy(stream);
+}
+
+/* A call failed: on an armed rank that ends every rank (exit 70). */
+static void must(tf_status st, const char *where)
+{
+	if (!st)
+		return;
+	if (fate)
+		tf_fate_fatal(fate, where, tf_errmsg(st));
+	tf_die_status(st, "rank %d: %s", S.rank, where);
+}
+
+/* ---- the suite ---- */
+
+/* Deterministic operand bytes of rank r for case c: values in [-4, 4)
+ * with a few fractional bits, distinct per rank. */
+static void fill(uint8_t *p, size_t n, enum tf_dtype dt, int r, int c)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(r * 7919 + c * 104729 + 1);
+	size_t es = tf_comm_dtype_size(dt);
+	for (size_t i = 0; i < n / es; i++) {
+		x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+		uint64_t z = x * 0x2545f4914f6cdd1dull;
+		float f = (float)((int64_t)(z >> 40) - (1 << 23)) / (float)(1 << 21);
+		switch (dt) {
+		case TF_DTYPE_F32: memcpy(p + 4 * i, &f, 4); break;
+		case TF_DTYPE_BF16: { uint16_t h = tf_f32_to_bf16(f); memcpy(p + 2 * i, &h, 2); break; }
+		case TF_DTYPE_F16: { uint16_t h = tf_f32_to_f16(f); memcpy(p + 2 * i, &h, 2); break; }
+		case TF_DTYPE_I32: { uint32_t v = (uint32_t)(z >> 17); memcpy(p + 4 * i, &v, 4); break; }
+		default: p[i] = (uint8_t)(z >> 56); break;
+		}
+	}
+}
+
+static int passed, failed;
+
+static const char *dt_name(enum tf_dtype dt)
+{
+	switch (dt) {
+	case TF_DTYPE_U8: return "u8";
+	case TF_DTYPE_I32: return "i32";
+	case TF_DTYPE_F16: return "f16";
+	case TF_DTYPE_BF16: return "bf16";
+	case TF_DTYPE_F32: return "f32";
+	default: return "?";
+	}
+}
+
+static void verdict(const char *what, const uint8_t *got, const uint8_t *want, size_t n)
+{
+	size_t bad = 0, first = 0;
+	for (size_t i = 0; i < n; i++)
+		if (got[i] != want[i] && !bad++)
+			first = i;
+	if (!bad) {
+		passed++;
+		printf("PASS rank %d: %s\n", S.rank, what);
+	} else {
+		failed++;
+		printf("FAIL rank %d: %s: %zu of %zu bytes differ, first at %zu (0x%02x, want 0x%02x)\n",
+		       S.rank, what, bad, n, first, got[first], want[first]);
+	}
+}
+
+enum op { OP_REDUCE, OP_GATHER, OP_GATHER_V, OP_EXCHANGE };
+
+/* One case: every rank builds every rank's operand, runs the collective
+ * (in place: recv holds the operand at its spot; skewed by one element
+ * for all-reduce), and compares with the reference. graph: capture the
+ * call once and replay it. */
+static void run_case(enum op op, enum tf_dtype dt, enum tf_redop rop, size_t bytes, bool inplace,
+		     bool graph, int c)
+{
+	int W = S.world, R = S.rank;
+	size_t es = tf_comm_dtype_size(dt);
+	size_t count = bytes / es ? bytes / es : 1;
+	bytes = count * es;
+	uint32_t lens[TF_BOOT_MAX_WORLD];
+	size_t stride = bytes;
+	for (int r = 0; r < W; r++)
+		lens[r] = (uint32_t)(bytes - (bytes / (size_t)(W + 1)) * (size_t)r);
+	size_t out_n = op == OP_REDUCE || op == OP_EXCHANGE ? bytes : bytes * (size_t)W;
+	uint8_t *in[TF_BOOT_MAX_WORLD];
+	uint8_t *want = calloc(1, out_n), *got = calloc(1, out_n);
+	for (int r = 0; r < W; r++) {
+		in[r] = malloc(bytes);
+		fill(in[r], bytes, dt, r, c);
+	}
+	int peer = R ^ 1;
+	switch (op) {
+	case OP_REDUCE: must(tf_comm_reduce(want, (const void *const *)in, W, count, dt, rop), "reference"); break;
+	case OP_GATHER:
+		for (int r = 0; r < W; r++)
+			memcpy(want + (size_t)r * bytes, in[r], bytes);
+		break;
+	case OP_GATHER_V:
+		for (int r = 0; r < W; r++)
+			memcpy(want + (size_t)r * stride, in[r], lens[r]);
+		break;
+	case OP_EXCHANGE: memcpy(want, in[peer], bytes); break;
+	}
+	size_t skew = op == OP_REDUCE && inplace ? es : 0;
+	struct buf sb, rb;
+	buf_new(&rb, out_n + skew);
+	buf_new(&sb, bytes);
+	uint8_t *recv = (uint8_t *)rb.p + skew;
+	const void *send = sb.p;
+	/* Known garbage in recv so that stale bytes cannot pass. */
+	uint8_t *junk = malloc(out_n + skew);
+	memset(junk, 0xa5, out_n + skew);
+	put(rb.p, junk, out_n + skew);
+	if (inplace && op == OP_REDUCE) {
+		put(recv, in[R], bytes);
+		send = recv;
+	} else if (inplace && op == OP_GATHER) {
+		put(recv + (size_t)R * bytes, in[R], bytes);
+		send = recv + (size_t)R * bytes;
+	} else {
+		put(sb.p, in[R], bytes);
+	}
+	tf_cu_graph g = NULL;
+	tf_cu_graph_exec ge = NULL;
+	if (graph)
+		must(TF_CU(tf_cu->StreamBeginCapture(stream, TF_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)), "capture");
+	tf_status st = TF_OK;
+	switch (op) {
+	case OP_REDUCE: st = tf_comm_all_reduce(comm, send, recv, count, dt, rop, stream); break;
+	case OP_GATHER: st = tf_comm_all_gather(comm, send, recv, count, dt, stream); break;
+	case OP_GATHER_V: st = tf_comm_all_gather_v(comm, send, recv, stride, lens, stream); break;
+	case OP_EXCHANGE: st = tf_comm_exchange(comm, send, recv, bytes, peer, stream); break;
+	}
+	must(st, "collective");
+	if (graph) {
+		must(TF_CU(tf_cu->StreamEndCapture(stream, &g)), "end capture");
+		must(TF_CU(tf_cu->GraphInstantiate(&ge, g, 0)), "instantiate");
+		/* An eager call between replays, then the replay. */
+		must(tf_comm_barrier(comm), "barrier");
+		must(TF_CU(tf_cu->GraphLaunch(ge, stream)), "graph launch");
+	}
+	get(got, recv, out_n);
+	must(tf_comm_check(comm), "check");
+	if (graph) {
+		tf_cu->GraphExecDestroy(ge);
+		tf_cu->GraphDestroy(g);
+	}
+	if (op == OP_GATHER_V)
+		for (int r = 0; r < W; r++)
+			memcpy(got + (size_t)r * stride + lens[r], want + (size_t)r * stride + lens[r],
+			       stride - lens[r]);
+	static const char *const opn[] = {"all-reduce", "all-gather", "all-gather-v", "exchange"};
+	char what[160];
+	snprintf(what, sizeof what, "%s%s%s %s %zu B %s%s", opn[op], op == OP_REDUCE ? " " : "",
+		 op == OP_REDUCE ? tf_redop_name(rop) : "", dt_name(dt), bytes,
+		 inplace ? "in place" : "out of place", graph ? " (graph replay)" : "");
+	verdict(what, got, want, out_n);
+	buf_free(&sb);
+	buf_free(&rb);
+	for (int r = 0; r < W; r++)
+		free(in[r]);
+	free(want), free(got), free(junk);
+}
+
+static int cmd_suite(void)
+{
+	open_rank();
+	static const size_t sizes[] = {6, 64, 1000, 10240, 65536, 262160, 1 << 20, 4 << 20};
+	static const enum tf_dtype rdt[] = {TF_DTYPE_F32, TF_DTYPE_BF16, TF_DTYPE_F16, TF_DTYPE_I32};
+	static const enum tf_dtype gdt[] = {TF_DTYPE_U8, TF_DTYPE_BF16, TF_DTYPE_F32};
+	int c = 0;
+	for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+		size_t n = sizes[si];
+		if (n > (size_t)o.max_bytes)
+			break;
+		for (size_t d = 0; d < 4; d++)
+			for (int op = 0; op < 3; op++)
+				for (int ip = 0; ip < 2; ip++)
+					run_case(OP_REDUCE, rdt[d], (enum tf_redop)op, n, ip, false, c++);
+		for (size_t d = 0; d < 3; d++)
+			for (int ip = 0; ip < 2; ip++)
+				run_case(OP_GATHER, gdt[d], 0, n, ip, false, c++);
+		run_case(OP_GATHER_V, TF_DTYPE_U8, 0, n, false, false, c++);
+		if (S.world % 2 == 0)
+			run_case(OP_EXCHANGE, TF_DTYPE_U8, 0, n, false, false, c++);
+		if (comm->device && (n == 10240 || n == (1 << 20))) {
+			/* Graph replays with eager calls between (sum, gather, sum, exchange). */
+			run_case(OP_REDUCE, TF_DTYPE_BF16, TF_REDOP_SUM, n, false, true, c++);
+			run_case(OP_GATHER, TF_DTYPE_F32, 0, n, false, true, c++);
+			run_case(OP_REDUCE, TF_DTYPE_F32, TF_REDOP_SUM, n, true, true, c++);
+			if (S.world % 2 == 0)
+				run_case(OP_EXCHANGE, TF_DTYPE_U8, 0, n, false, true, c++);
+		}
+	}
+	must(tf_comm_barrier(comm), "barrier");
+	printf("SUMMARY rank %d: %d passed, %d failed\n", S.rank, passed, failed);
+	printf("RESULT {\"rank\":%d,\"backend\":\"%s\",\"passed\":%d,\"failed\":%d}\n", S.rank,
+	       comm->name, passed, failed);
+	close_rank();
+	return failed ? 1 : 0;
+}
+
+/* ---- failfast ---- */
+
+static int cmd_failfast(int victim, bool kill_it)
+{
+	if (victim < 0 || victim >= S.world)
+		tf_usage_error("victim %d outside 0..%d", victim, S.world - 1);
+	if (!S.failfast)
+		tf_usage_error("failfast needs TF_TP_FAILFAST on");
+	open_rank();
+	size_t n = 5120; /* a decode row: 10 KB of bf16 */
+	struct buf b;
+	buf_new(&b, n * 2);
+	uint16_t *h = calloc(n, 2);
+	put(b.p, h, n * 2);
+	for (int step = 0; step < 100000; step++) {
+		if (step == 50 && S.rank == victim) {
+			struct timespec t;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			double now = (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+			printf("INJECT %s rank %d at %.6f\n", kill_it ? "kill" : "fatal", S.rank, now);
+			fflush(stdout);
+			const char *fd = getenv("TF_TP_TEST_INJECT_FD");
+			if (fd) {
+				char line[64];
+				int k = snprintf(line, sizeof line, "%.6f\n", now);
+				if (write(atoi(fd), line, (size_t)k) != k)
+					tf_warn("cannot report the injection time");
+			}
+			if (kill_it)
+				raise(SIGKILL);
+			tf_fate_fatal(fate, "failfast test", "injected failure");
+		}
+		must(tf_comm_all_reduce(comm, b.p, b.p, n, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
+		sync_stream();
+		usleep(2000);
+	}
+	printf("FAIL rank %d: still running after 100000 steps\n", S.rank);
+	return 1;
+}
+
+/* ---- bench ---- */
+
+static double now_s(void)
+{
+	return tf_boot_now();
+}
+
+static int cmd_bench(void)
+{
+	open_rank();
+	size_t maxb = (size_t)o.max_bytes;
+	double factor = S.world > 1 ? 2.0 * (S.world - 1) / S.world : 1;
+	if (S.rank == 0) {
+		printf("# all-reduce sum bf16, world %d, backend %s, %lld iterations\n", S.world, comm->name,
+		       (long long)o.iters);
+		printf("#%11s %12s %10s %10s %10s %7s\n", "size (B)", "count", "time (us)", "algbw GB/s",
+		       "busbw GB/s", "#wrong");
+	}
+	size_t sizes[64], ns = 0;
+	for (size_t s = 8; s <= maxb && ns < 60; s *= 4) {
+		if (s < 10240 && s * 4 > 10240)
+			sizes[ns++] = s, sizes[ns++] = 10240;
+		else
+			sizes[ns++] = s;
+	}
+	tf_cu_event e0 = NULL, e1 = NULL;
+	if (comm->device) {
+		must(TF_CU(tf_cu->EventCreate(&e0, TF_CU_EVENT_DEFAULT)), "event");
+		must(TF_CU(tf_cu->EventCreate(&e1, TF_CU_EVENT_DEFAULT)), "event");
+	}
+	double sum_bus = 0;
+	for (size_t i = 0; i < ns; i++) {
+		size_t count = sizes[i] / 2, bytes = count * 2;
+		struct buf sb, rb;
+		buf_new(&sb, bytes);
+		buf_new(&rb, bytes);
+		uint16_t *in = malloc(bytes), *out = malloc(bytes), *want = malloc(bytes);
+		const void *srcs[TF_BOOT_MAX_WORLD];
+		uint16_t *ins[TF_BOOT_MAX_WORLD];
+		for (int r = 0; r < S.world; r++) {
+			ins[r] = malloc(bytes);
+			fill((uint8_t *)ins[r], bytes, TF_DTYPE_BF16, r, (int)i);
+			srcs[r] = ins[r];
+		}
+		tf_comm_reduce(want, srcs, S.world, count, TF_DTYPE_BF16, TF_REDOP_SUM);
+		memcpy(in, ins[S.rank], bytes);
+		put(sb.p, in, bytes);
+		for (int w = 0; w < 3; w++)
+			must(tf_comm_all_reduce(comm, sb.p, rb.p, count, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
+		sync_stream();
+		must(tf_comm_barrier(comm), "barrier");
+		double t0 = now_s(), us;
+		if (comm->device)
+			must(TF_CU(tf_cu->EventRecord(e0, stream)), "event");
+		for (int64_t k = 0; k < o.iters; k++)
+			must(tf_comm_all_reduce(comm, sb.p, rb.p, count, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
+		if (comm->device) {
+			float ms;
+			must(TF_CU(tf_cu->EventRecord(e1, stream)), "event");
+			must(TF_CU(tf_cu->EventSynchronize(e1)), "event");
+			must(TF_CU(tf_cu->EventElapsedTime(&ms, e0, e1)), "event");
+			us = ms * 1000.0 / (double)o.iters;
+		} else {
+			us = (now_s() - t0) * 1e6 / (double)o.iters;
+		}
+		get(out, rb.p, bytes);
+		long wrong = 0;
+		for (size_t k = 0; k < count; k++)
+			wrong += out[k] != want[k];
+		double alg = (double)bytes / us / 1e3;
+		sum_bus += alg * factor;
+		if (S.rank == 0)
+			printf("%12zu %12zu %10.2f %10.3f %10.3f %7ld\n", bytes, count, us, alg, alg * factor, wrong);
+		else if (wrong)
+			printf("rank %d: %ld wrong at %zu bytes\n", S.rank, wrong, bytes);
+		buf_free(&sb), buf_free(&rb);
+		for (int r = 0; r < S.world; r++)
+			free(ins[r]);
+		free(in), free(out), free(want);
+		if (wrong)
+			failed++;
+	}
+	if (S.rank == 0)
+		printf("# Avg bus bandwidth : %.3f GB/s\n", ns ? sum_bus / (double)ns : 0);
+	if (e0)
+		tf_cu->EventDestroy(e0), tf_cu->EventDestroy(e1);
+	must(tf_comm_barrier(comm), "barrier");
+	close_rank();
+	return failed ? 1 : 0;
+}
+
+/* ---- launcher ---- */
+
+static int launch(int argc, char **argv, int first)
+{
+	int n = (int)o.local;
+	bool ff = !strcmp(argv[first], "failfast");
+	int victim = ff ? atoi(argv[first + 1]) : -1;
+	bool kill_it = ff && !strcmp(argv[first + 2], "kill");
+	int pfd[2];
+	if (pipe(pfd))
+		tf_die(71, "pipe: %s", strerror(errno));
+	pid_t pid[TF_BOOT_MAX_WORLD];
+	char **av = calloc((size_t)argc + 1, sizeof *av);
+	/* The child runs the same command without --local. */
+	int k = 0;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--local") || !strcmp(argv[i], "-l")) {
+			i++;
+			continue;
+		}
+		if (!strncmp(argv[i], "--local=", 8))
+			continue;
+		av[k++] = argv[i];
+	}
+	char num[32];
+	snprintf(num, sizeof num, "%d", n);
+	setenv("TF_TP_WORLD", num, 1);
+	snprintf(num, sizeof num, "%d", pfd[1]);
+	setenv("TF_TP_TEST_INJECT_FD", num, 1);
+	fflush(stdout);
+	for (int r = 0; r < n; r++) {
+		if ((pid[r] = fork()) < 0)
+			tf_die(71, "fork: %s", strerror(errno));
+		if (!pid[r]) {
+			char v[16];
+			close(pfd[0]);
+			snprintf(v, sizeof v, "%d", r);
+			setenv("TF_TP_RANK", v, 1);
+			if (S.backend != TF_FABRIC_HOST)
+				setenv("TF_TP_DEVICE", v, 1);
+			execv("/proc/self/exe", av);
+			_exit(127);
+		}
+	}
+	close(pfd[1]);
+	int rc[TF_BOOT_MAX_WORLD];
+	double t_exit[TF_BOOT_MAX_WORLD];
+	for (int left = n; left > 0; left--) {
+		int status;
+		pid_t p = waitpid(-1, &status, 0);
+		if (p < 0)
+			tf_die(71, "waitpid: %s", strerror(errno));
+		for (int r = 0; r < n; r++)
+			if (pid[r] == p) {
+				rc[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+				t_exit[r] = tf_boot_now();
+				printf("EXIT rank %d rc %d at %.6f\n", r, rc[r], t_exit[r]);
+			}
+	}
+	char line[64] = "";
+	ssize_t got = read(pfd[0], line, sizeof line - 1);
+	close(pfd[0]);
+	if (!ff) {
+		int worst = 0;
+		for (int r = 0; r < n; r++)
+			if (rc[r] > worst)
+				worst = rc[r];
+		return worst;
+	}
+	if (got <= 0) {
+		printf("FAIL failfast: the victim never injected\n");
+		return 1;
+	}
+	line[got] = 0;
+	double t_inject = strtod(line, NULL);
+	int bad = 0;
+	for (int r = 0; r < n; r++) {
+		double after = t_exit[r] - t_inject;
+		int want = r == victim && kill_it ? 128 + SIGKILL : 70;
+		bool late = r != victim && after > S.grace_s + 0.5;
+		if (rc[r] != want || late) {
+			bad++;
+			printf("FAIL failfast %s: rank %d exit %d (want %d) %.3f s after INJECT\n",
+			       kill_it ? "kill" : "fatal", r, rc[r], want, after);
+		} else {
+			printf("PASS failfast %s: rank %d exit %d %.3f s after INJECT (limit %.3f s)\n",
+			       kill_it ? "kill" : "fatal", r, rc[r], after, S.grace_s + 0.5);
+		}
+	}
+	return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0); /* ranks share a pipe: whole lines */
+	tf_fabric_settings_opts(&o.fab, opts + 3);
+	int i = tf_cli_parse(&cli, argc, argv);
+	if (i >= argc)
+		tf_usage_error("missing mode (suite, failfast, bench or kernel)");
+	const char *mode = argv[i];
+	int nargs = !strcmp(mode, "failfast") ? 2 : 0;
+	if (strcmp(mode, "suite") && strcmp(mode, "failfast") && strcmp(mode, "bench") && strcmp(mode, "kernel"))
+		tf_usage_error("unknown mode '%s' (suite, failfast, bench or kernel)", mode);
+	if (argc - i - 1 != nargs)
+		tf_usage_error(nargs ? "failfast takes VICTIM and fatal|kill" : "unexpected argument '%s'",
+			       argv[i + 1]);
+	int64_t victim = 0;
+	if (nargs && tf_parse_i64(argv[i + 1], 0, 63, false, &victim))
+		tf_usage_error("bad victim rank '%s'", argv[i + 1]);
+	if (nargs && strcmp(argv[i + 2], "fatal") && strcmp(argv[i + 2], "kill"))
+		tf_usage_error("bad failure mode '%s' (fatal or kill)", argv[i + 2]);
+	if (!strcmp(mode, "kernel")) {
+		bool k = tf_comm_mailbox_kernel();
+		printf("mailbox kernel: %s (fatbin %zu bytes)\n", k ? "embedded" : "not embedded",
+		       tf_cu_fatbin_size());
+		return k ? 0 : 1;
+	}
+	if (o.local) {
+		o.fab.world = o.local;
+		o.fab.rank = 0;
+	}
+	tf_status st = tf_fabric_settings_check(&o.fab, &S);
+	if (st)
+		tf_die_status(st, "bad settings");
+	if (o.local)
+		return launch(argc, argv, i);
+	if (!strcmp(mode, "suite"))
+		return cmd_suite();
+	if (!strcmp(mode, "bench"))
+		return cmd_bench();
+	return cmd_failfast((int)victim, !strcmp(argv[i + 2], "kill"));
+}
