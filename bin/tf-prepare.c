@@ -45,7 +45,7 @@ static const struct tf_opt opts[] = {
 	{"layers", 'l', TF_OPT_STR, &o.layers, "LIST", NULL, NULL, "only these blocks: A-B, A, top, comma-separated (default: all and top)", 0, 0, NULL},
 	{"verify", 0, TF_OPT_FLAG, &o.verify, NULL, NULL, NULL, "check every payload digest of present images (rebuild the damaged)", 0, 0, NULL},
 	{"dry-run", 'n', TF_OPT_FLAG, &o.dry_run, NULL, NULL, NULL, "say what would be written; write nothing", 0, 0, NULL},
-	{"jobs", 'j', TF_OPT_INT, &o.jobs, "N", NULL, "1", "images written at once (0: one per CPU)", 0, 256, NULL},
+	{"jobs", 'j', TF_OPT_INT, &o.jobs, "N", NULL, "0", "images written at once (0: one per CPU)", 0, 256, NULL},
 	{"zstd", 'z', TF_OPT_FLAG, &o.zstd, NULL, NULL, NULL, "compress the tar stream of -o - with zstd", 0, 0, NULL},
 	{"import", 'i', TF_OPT_STR, &o.import, "FILE", NULL, NULL, "unpack and verify a tar stream (- for stdin) into -o DIR", 0, 0, NULL},
 	{"list", 0, TF_OPT_FLAG, &o.list, NULL, NULL, NULL, "show what -o DIR holds (and whether it matches PACK)", 0, 0, NULL},

@@ -7,7 +7,7 @@
 #include "model/engram_rows.h"
 #include "model/engram_shard.h"
 
-#define CHUNK_ROWS 4096
+#define CHUNK_ROWS 1024
 
 tf_status tf_engram_cut(const struct tf_pack *p, const struct tf_engram_layout *lay, uint32_t l,
 			uint32_t rank, uint32_t world, const char *path,
@@ -32,21 +32,19 @@ tf_status tf_engram_cut(const struct tf_pack *p, const struct tf_engram_layout *
 	tf_status st = tf_engram_shard_create(&w, path, &h);
 	if (st)
 		return st;
-	uint8_t *buf = malloc((size_t)CHUNK_ROWS * TF_ENGRAM_ROW_BYTES);
-	if (!buf) {
-		tf_engram_shard_abort(&w);
-		return tf_err(TF_ERR_NOMEM, "no memory to cut '%s'", name);
-	}
+	/* rows go straight from the pack into the writer's window */
+	size_t chunk = tf_engram_shard_max_rows(&w) < CHUNK_ROWS ? tf_engram_shard_max_rows(&w) :
+								    CHUNK_ROWS;
 	for (uint64_t r = h.lo; r < h.hi && !st;) {
-		size_t n = h.hi - r < CHUNK_ROWS ? (size_t)(h.hi - r) : CHUNK_ROWS;
-		st = tf_pack_read(p, t, r * TF_ENGRAM_ROW_BYTES, buf, n * TF_ENGRAM_ROW_BYTES);
-		if (!st)
-			st = tf_engram_shard_append(&w, buf, n);
+		size_t n = h.hi - r < chunk ? (size_t)(h.hi - r) : chunk;
+		void *rows;
+		if (!(st = tf_engram_shard_room(&w, n, &rows)) &&
+		    !(st = tf_pack_read(p, t, r * TF_ENGRAM_ROW_BYTES, rows, n * TF_ENGRAM_ROW_BYTES)))
+			tf_engram_shard_filled(&w);
 		if (!st && progress)
 			tf_progress_add(progress, n);
 		r += n;
 	}
-	free(buf);
 	if (st) {
 		tf_engram_shard_abort(&w);
 		return st;

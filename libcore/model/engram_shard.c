@@ -92,28 +92,59 @@ tf_status tf_engram_shard_create(struct tf_engram_shard_writer *w, const char *p
 	tf_status st = tf_atomic_open(&w->f, path);
 	if (st)
 		return st;
-	unsigned char hdr[TF_ENGRAM_SHARD_HEADER] = {0};
+	unsigned char *hdr;
+	if ((st = tf_seqw_init(&w->sw, w->f.fd, w->f.tmp, 0, TF_ENGRAM_SHARD_WINDOW, true)) ||
+	    (st = tf_seqw_room(&w->sw, 0, TF_ENGRAM_SHARD_HEADER, (void **)&hdr))) {
+		tf_engram_shard_abort(w);
+		return st;
+	}
+	memset(hdr, 0, TF_ENGRAM_SHARD_HEADER);
 	memcpy(hdr, TF_ENGRAM_SHARD_MAGIC, 8);
 	put64(hdr + 8, w->h.layer);
 	put64(hdr + 16, w->h.lo);
 	put64(hdr + 24, w->h.hi);
 	put64(hdr + 32, w->h.total);
 	put64(hdr + 40, w->h.row_bytes);
-	st = tf_file_write(w->f.fd, hdr, sizeof(hdr));
-	if (st)
-		tf_atomic_abort(&w->f);
+	return TF_OK;
+}
+
+size_t tf_engram_shard_max_rows(const struct tf_engram_shard_writer *w)
+{
+	return tf_seqw_max_room(&w->sw) / TF_ENGRAM_ROW_BYTES;
+}
+
+tf_status tf_engram_shard_room(struct tf_engram_shard_writer *w, size_t n, void **p)
+{
+	if (n > w->h.hi - w->h.lo - w->written || n > tf_engram_shard_max_rows(w))
+		return tf_err(TF_ERR_ARG, "shard: %zu rows past hi %llu or too many at once", n,
+			      (unsigned long long)w->h.hi);
+	uint64_t at = TF_ENGRAM_SHARD_HEADER + w->written * TF_ENGRAM_ROW_BYTES;
+	tf_status st = tf_seqw_room(&w->sw, at, n * TF_ENGRAM_ROW_BYTES, p);
+	w->pend = st ? 0 : n;
 	return st;
+}
+
+void tf_engram_shard_filled(struct tf_engram_shard_writer *w)
+{
+	w->written += w->pend;
+	w->pend = 0;
 }
 
 tf_status tf_engram_shard_append(struct tf_engram_shard_writer *w, const uint8_t *rows, size_t n)
 {
-	if (n > w->h.hi - w->h.lo - w->written)
-		return tf_err(TF_ERR_ARG, "shard: %zu rows past hi %llu", n,
-			      (unsigned long long)w->h.hi);
-	tf_status st = tf_file_write(w->f.fd, rows, n * TF_ENGRAM_ROW_BYTES);
-	if (!st)
-		w->written += n;
-	return st;
+	size_t most = tf_engram_shard_max_rows(w);
+	do {
+		size_t k = n < most ? n : most;
+		void *p;
+		tf_status st = tf_engram_shard_room(w, k, &p);
+		if (st)
+			return st;
+		memcpy(p, rows, k * TF_ENGRAM_ROW_BYTES);
+		tf_engram_shard_filled(w);
+		rows += k * TF_ENGRAM_ROW_BYTES;
+		n -= k;
+	} while (n);
+	return TF_OK;
 }
 
 tf_status tf_engram_shard_commit(struct tf_engram_shard_writer *w)
@@ -124,11 +155,19 @@ tf_status tf_engram_shard_commit(struct tf_engram_shard_writer *w)
 			      (unsigned long long)w->written,
 			      (unsigned long long)(w->h.hi - w->h.lo));
 	}
+	tf_status st = tf_seqw_finish(&w->sw, TF_ENGRAM_SHARD_HEADER +
+					      w->written * TF_ENGRAM_ROW_BYTES);
+	tf_seqw_release(&w->sw);
+	if (st) {
+		tf_atomic_abort(&w->f);
+		return st;
+	}
 	return tf_atomic_commit(&w->f);
 }
 
 void tf_engram_shard_abort(struct tf_engram_shard_writer *w)
 {
+	tf_seqw_release(&w->sw);
 	tf_atomic_abort(&w->f);
 }
 

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "base/file.h"
+#include "base/seqw.h"
 #include "base/status.h"
 
 #define TF_ENGRAM_SHARD_MAGIC "DSV41EN1"
@@ -43,16 +44,29 @@ void tf_engram_shard_name(char *buf, size_t n, uint32_t layer, uint32_t rank, ui
 tf_status tf_engram_shard_header_parse(const void *buf, size_t n, uint64_t file_size,
 				       const char *what, struct tf_engram_shard_header *h);
 
-/* Streaming writer: the header, then rows in order, committed atomically. */
+/* Streaming writer: the header, then rows in order, committed atomically.
+ * The file is written through a window of TF_ENGRAM_SHARD_WINDOW bytes
+ * (base/seqw.h: O_DIRECT where the file system takes it), so the rows
+ * reach the disk without a page-cache copy and the commit's fsync has
+ * little left to do. */
+#define TF_ENGRAM_SHARD_WINDOW (1u << 20)
 struct tf_engram_shard_writer {
 	struct tf_atomic_file f;
+	struct tf_seqw sw;
 	struct tf_engram_shard_header h;
 	uint64_t written; /* rows so far */
+	size_t pend;      /* rows of the open room */
 };
 tf_status tf_engram_shard_create(struct tf_engram_shard_writer *w, const char *path,
 				 const struct tf_engram_shard_header *h);
 /* Append n rows of 264 bytes. */
 tf_status tf_engram_shard_append(struct tf_engram_shard_writer *w, const uint8_t *rows, size_t n);
+/* The same in place: *p gets room for the next n rows (n at most
+ * tf_engram_shard_max_rows); fill them (a pread straight into it), then
+ * call tf_engram_shard_filled before any other call on w. */
+size_t tf_engram_shard_max_rows(const struct tf_engram_shard_writer *w);
+tf_status tf_engram_shard_room(struct tf_engram_shard_writer *w, size_t n, void **p);
+void tf_engram_shard_filled(struct tf_engram_shard_writer *w);
 /* Check that hi - lo rows were written, then fsync and rename. */
 tf_status tf_engram_shard_commit(struct tf_engram_shard_writer *w);
 void tf_engram_shard_abort(struct tf_engram_shard_writer *w);

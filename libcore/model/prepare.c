@@ -4,8 +4,9 @@
  * Slices come from exl3_slice.c (tf_exl3_part: runs of tiles in the whole
  * trellis) and are checked against the plan's cut; reads go through
  * tf_pack_read in chunks of at most TF_PREPARE_CHUNK bytes (one covering
- * read for runs of small tiles, one read per run for large ones), so memory
- * stays bounded by two chunk buffers whatever the pack's size. */
+ * read for runs of small tiles, one read per run for large ones), mostly
+ * straight into the image writer's window, so memory stays bounded by that
+ * window and one chunk buffer whatever the pack's size. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,7 +239,7 @@ struct wctx {
 	const struct tf_pack *pack;
 	const struct tf_plan *plan;
 	struct tf_prep_writer *w;
-	uint8_t *buf, *gbuf;           /* TF_PREPARE_CHUNK each */
+	uint8_t *buf;                  /* TF_PREPARE_CHUNK: covering reads, natives */
 	void (*progress)(void *ctx, uint64_t n);
 	void *pctx;
 	uint64_t read;
@@ -264,14 +265,25 @@ static tf_status put(struct wctx *x, const char *prefix, const char *suffix, con
 	return tf_prep_writer_put(x->w, name, data, len);
 }
 
-/* Copy a tensor's bytes [off, off+len) into entry prefix+suffix. */
+/* Room in the image for the next len bytes of entry prefix+suffix. */
+static tf_status room(struct wctx *x, const char *prefix, const char *suffix, size_t len, void **p)
+{
+	char name[TF_NAME_MAX + 64];
+	snprintf(name, sizeof name, "%s%s", prefix, suffix);
+	return tf_prep_writer_room(x->w, name, len, p);
+}
+
+/* Copy a tensor's bytes [off, off+len) into entry prefix+suffix: read
+ * straight into the image's window, TF_PREPARE_CHUNK at a time (the digest
+ * is then taken while the bytes are still in the cache). */
 static tf_status put_range(struct wctx *x, const struct tf_pack_tensor *t, uint64_t off, uint64_t len,
 			   const char *prefix, const char *suffix)
 {
 	for (uint64_t at = 0; at < len;) {
 		size_t n = len - at < TF_PREPARE_CHUNK ? (size_t)(len - at) : TF_PREPARE_CHUNK;
-		tf_status st = pack_read(x, t, off + at, x->buf, n);
-		if (st || (st = put(x, prefix, suffix, x->buf, n)))
+		void *p;
+		tf_status st = room(x, prefix, suffix, n, &p);
+		if (st || (st = pack_read(x, t, off + at, p, n)) || (st = tf_prep_writer_filled(x->w)))
 			return st;
 		at += n;
 	}
@@ -300,12 +312,14 @@ static tf_status put_trellis(struct wctx *x, const struct tf_plan_group *g, cons
 		while (j < p.nruns && (uint64_t)(j - i) * p.stride + p.run_bytes <= TF_PREPARE_CHUNK)
 			j++;
 		uint64_t span = (uint64_t)(j - 1 - i) * p.stride + p.run_bytes;
-		if ((st = pack_read(x, g->trellis, p.off + (uint64_t)i * p.stride, x->buf, span)))
+		uint8_t *o;
+		if ((st = pack_read(x, g->trellis, p.off + (uint64_t)i * p.stride, x->buf, span)) ||
+		    (st = room(x, prefix, suffix, (size_t)(j - i) * p.run_bytes, (void **)&o)))
 			return st;
 		for (uint32_t r = i; r < j; r++)
-			memcpy(x->gbuf + (size_t)(r - i) * p.run_bytes, x->buf + (size_t)(r - i) * p.stride,
+			memcpy(o + (size_t)(r - i) * p.run_bytes, x->buf + (size_t)(r - i) * p.stride,
 			       p.run_bytes);
-		if ((st = put(x, prefix, suffix, x->gbuf, (size_t)(j - i) * p.run_bytes)))
+		if ((st = tf_prep_writer_filled(x->w)))
 			return st;
 		i = j;
 	}
@@ -395,8 +409,11 @@ static tf_status write_native(struct wctx *x, const struct item *m)
 		tf_status st = pack_read(x, n->t, start + done * es, x->buf, k * es);
 		if (st)
 			return st;
+		void *dst;
+		if ((st = room(x, m->prefix, "", k * (out == TF_PREP_F32 ? 4 : 2), &dst)))
+			return st;
 		if (out == TF_PREP_F32) {
-			float *o = (float *)x->gbuf;
+			float *o = dst;
 			for (size_t i = 0; i < k; i++) {
 				uint16_t h;
 				if (t->dtype == TF_DTYPE_F32) {
@@ -406,9 +423,8 @@ static tf_status write_native(struct wctx *x, const struct item *m)
 				memcpy(&h, x->buf + 2 * i, 2);
 				o[i] = t->dtype == TF_DTYPE_BF16 ? tf_bf16_to_f32(h) : tf_f16_to_f32(h);
 			}
-			st = put(x, m->prefix, "", o, 4 * k);
 		} else {
-			uint16_t *o = (uint16_t *)x->gbuf;
+			uint16_t *o = dst;
 			for (size_t i = 0; i < k; i++) {
 				float f;
 				uint16_t h;
@@ -420,9 +436,8 @@ static tf_status write_native(struct wctx *x, const struct item *m)
 				memcpy(&h, x->buf + 2 * i, 2);
 				o[i] = t->dtype == TF_DTYPE_BF16 ? h : tf_f32_to_bf16(tf_f16_to_f32(h));
 			}
-			st = put(x, m->prefix, "", o, 2 * k);
 		}
-		if (st)
+		if ((st = tf_prep_writer_filled(x->w)))
 			return st;
 		done += k;
 	}
@@ -475,8 +490,7 @@ tf_status tf_prepare_write(const struct tf_config *c, const struct tf_pack *pack
 		goto out;
 	prefetch(pack, &it);
 	x.buf = malloc(TF_PREPARE_CHUNK);
-	x.gbuf = malloc(TF_PREPARE_CHUNK);
-	if (!x.buf || !x.gbuf) {
+	if (!x.buf) {
 		st = tf_err(TF_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -498,7 +512,6 @@ out:
 	tf_prep_writer_release(&w);
 	items_free(&it);
 	free(x.buf);
-	free(x.gbuf);
 	if (read_bytes)
 		*read_bytes = x.read;
 	return st;

@@ -17,8 +17,10 @@
  * rows as an Engram shard beside them (tf_prepare_engram_*, below).
  *
  * Memory: a writer reads the pack with pread in chunks of at most
- * TF_PREPARE_CHUNK bytes into two buffers of that size, whatever the pack's
- * size. Functions here are thread-safe for distinct output files. */
+ * TF_PREPARE_CHUNK bytes, straight into the image writer's window
+ * (TF_PREP_WINDOW bytes, and a second one while a direct write is in
+ * flight) or, for reads that gather or convert, into one buffer of
+ * TF_PREPARE_CHUNK bytes: 2.25 MiB per writer whatever the pack's size. Functions here are thread-safe for distinct output files. */
 #ifndef TF_MODEL_PREPARE_H
 #define TF_MODEL_PREPARE_H
 
@@ -34,7 +36,7 @@
 /* The converter's version: part of every key; bump it when the images'
  * content changes for the same pack. */
 #define TF_PREPARE_CONVERTER "tf-prepare/1"
-#define TF_PREPARE_CHUNK (4u << 20)
+#define TF_PREPARE_CHUNK (256u << 10)
 
 /* The key of rank's images of pack (prepared_dir.c's recipe over every
  * shard's name, size and header digest). options: "" for none. */

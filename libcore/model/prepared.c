@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/file.h"
 #include "model/prepared.h"
 
@@ -353,6 +354,7 @@ tf_status tf_prep_writer_init(struct tf_prep_writer *w, const char *path,
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = -1;
+	w->pend = -1;
 	tf_hmap_init(&w->by_name, TF_HMAP_STR);
 	if (!world || rank >= world)
 		return tf_err(TF_ERR_ARG, "rank %u of world %u", rank, world);
@@ -440,6 +442,11 @@ tf_status tf_prep_writer_begin(struct tf_prep_writer *w)
 	w->fd = f.fd;
 	w->tmp = f.tmp;
 	free(f.path);
+	/* direct I/O when the file is to be synced; a temporary image (read
+	 * back at once) stays in the page cache */
+	if ((st = tf_seqw_init(&w->sw, w->fd, w->tmp, align_up(w->header_len, TF_PREP_ALIGN),
+			       TF_PREP_WINDOW, w->commit != TF_PREP_COMMIT_NOSYNC)))
+		return st;
 	w->begun = true;
 	return TF_OK;
 }
@@ -449,26 +456,51 @@ uint64_t tf_prep_writer_size(const struct tf_prep_writer *w)
 	return w->file_len;
 }
 
+tf_status tf_prep_writer_room(struct tf_prep_writer *w, const char *name, size_t len, void **p)
+{
+	int i = find_index(w, name);
+	if (!w->begun || i < 0 || w->pend >= 0)
+		return tf_err(TF_ERR_ARG, "'%s': no entry '%s' to write", w->path, name);
+	struct tf_prep_entry *e = &w->e[i];
+	if (len > e->length - w->done[i] || len > TF_PREP_ROOM_MAX)
+		return tf_err(TF_ERR_ARG, "'%s': entry '%s': %zu bytes past its %llu", w->path, name,
+			      len, (unsigned long long)e->length);
+	tf_status st = tf_seqw_room(&w->sw, e->offset + w->done[i], len, p);
+	if (st)
+		return tf_err_wrap(st, "entry '%s': ", name);
+	w->pend = i;
+	w->pend_len = len;
+	w->pend_at = *p;
+	return TF_OK;
+}
+
+tf_status tf_prep_writer_filled(struct tf_prep_writer *w)
+{
+	if (w->pend < 0)
+		return tf_err(TF_ERR_ARG, "'%s': no room to fill", w->path);
+	int i = w->pend;
+	w->pend = -1;
+	w->done[i] += w->pend_len;
+	return tf_digest_update(&w->dig[i], w->pend_at, w->pend_len);
+}
+
 tf_status tf_prep_writer_put(struct tf_prep_writer *w, const char *name, const void *data,
 			     size_t len)
 {
-	int i = find_index(w, name);
-	if (!w->begun || i < 0)
-		return tf_err(TF_ERR_ARG, "'%s': no entry '%s' to write", w->path, name);
-	struct tf_prep_entry *e = &w->e[i];
-	if (len > e->length - w->done[i])
-		return tf_err(TF_ERR_ARG, "'%s': entry '%s': %zu bytes past its %llu", w->path, name,
-			      len, (unsigned long long)e->length);
-	tf_status st = tf_file_pwrite(w->fd, data, len, e->offset + w->done[i]);
-	if (st)
-		return tf_err_wrap(st, "'%s': ", w->tmp);
-	w->done[i] += len;
-	/* Start writeback every 8 MiB so the final fsync has little left. */
-	if ((w->unflushed += len) >= (8u << 20) && w->commit != TF_PREP_COMMIT_NOSYNC) {
-		sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-		w->unflushed = 0;
-	}
-	return tf_digest_update(&w->dig[i], data, len);
+	const uint8_t *d = data;
+	do {
+		size_t n = len < TF_PREP_ROOM_MAX ? len : TF_PREP_ROOM_MAX;
+		void *p;
+		tf_status st = tf_prep_writer_room(w, name, n, &p);
+		if (st)
+			return st;
+		memcpy(p, d, n);
+		if ((st = tf_prep_writer_filled(w)))
+			return st;
+		d += n;
+		len -= n;
+	} while (len);
+	return TF_OK;
 }
 
 tf_status tf_prep_writer_commit(struct tf_prep_writer *w)
@@ -486,7 +518,12 @@ tf_status tf_prep_writer_commit(struct tf_prep_writer *w)
 				    (unsigned long long)w->e[i].length);
 			goto out;
 		}
-	if (!(h = calloc(1, w->header_len))) {
+	if (w->pend >= 0) {
+		st = tf_err(TF_ERR_ARG, "'%s': commit with a room open", w->path);
+		goto out;
+	}
+	uint64_t head = align_up(w->header_len, TF_PREP_ALIGN); /* zeros after the header */
+	if (!(h = tf_alloc_aligned(TF_PREP_ALIGN, head))) {
 		st = tf_err(TF_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -519,12 +556,9 @@ tf_status tf_prep_writer_commit(struct tf_prep_writer *w)
 	}
 	if ((st = tf_sha256(h, pos, h + pos)))
 		goto out;
-	if ((st = tf_file_pwrite(w->fd, h, w->header_len, 0)))
+	if ((st = tf_seqw_pwrite(&w->sw, h, head, 0)) ||
+	    (st = tf_seqw_finish(&w->sw, w->file_len)))
 		goto out;
-	if (ftruncate(w->fd, (off_t)w->file_len)) {
-		st = tf_err_errno(TF_ERR_IO, "cannot size '%s'", w->tmp);
-		goto out;
-	}
 	if (w->commit != TF_PREP_COMMIT_SYNC) {
 		int fd = w->fd;
 		w->fd = -1;
@@ -585,6 +619,8 @@ void tf_prep_writer_release(struct tf_prep_writer *w)
 	free(w->path);
 	free(w->tmp);
 	tf_hmap_release(&w->by_name);
+	tf_seqw_release(&w->sw);
 	memset(w, 0, sizeof(*w));
 	w->fd = -1;
+	w->pend = -1;
 }

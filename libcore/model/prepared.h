@@ -33,6 +33,7 @@
 
 #include "base/digest.h"
 #include "base/hmap.h"
+#include "base/seqw.h"
 #include "base/status.h"
 
 #define TF_PREP_MAGIC "TFPREPIM"
@@ -133,8 +134,18 @@ char *tf_prep_staged_path(const char *path);
 tf_status tf_prep_publish(const char *path);
 
 /* The writer: declare every entry, begin (lays out offsets, creates
- * "<path>.tmp.<pid>"), write each entry's bytes in order with put (any
- * number of calls; the digest is taken as they pass), then commit. */
+ * "<path>.tmp.<pid>"), write the entries' bytes in file order (the order
+ * they were declared in) with put, or in place with room and filled (any
+ * number of calls; the digest is taken as they pass), then commit.
+ *
+ * The payloads go to the file through a window of TF_PREP_WINDOW bytes
+ * (base/seqw.h; two while a direct write is in flight): O_DIRECT where the
+ * file system takes it and the commit syncs, so they reach the disk in
+ * large blocks with no page-cache copy and commit's fsync has little left
+ * to write. */
+#define TF_PREP_WINDOW (1u << 20)
+/* The most bytes one tf_prep_writer_room gives. */
+#define TF_PREP_ROOM_MAX (TF_PREP_WINDOW - 4096u)
 struct tf_prep_writer {
 	char *path, *tmp;
 	int fd;
@@ -147,7 +158,10 @@ struct tf_prep_writer {
 	struct tf_digest *dig;   /* per entry, live between begin and commit */
 	struct tf_hmap by_name;
 	uint64_t header_len, file_len;
-	uint64_t unflushed;      /* bytes written since writeback was last started */
+	struct tf_seqw sw;       /* the payloads' window, from begin */
+	int pend;                /* the entry of the open room, or -1 */
+	size_t pend_len;         /* and its length */
+	void *pend_at;           /* and where it is */
 	bool begun;
 	int commit;              /* enum tf_prep_commit; 0 unless set after init */
 };
@@ -159,9 +173,16 @@ tf_status tf_prep_writer_init(struct tf_prep_writer *w, const char *path,
 tf_status tf_prep_writer_add(struct tf_prep_writer *w, const char *name, enum tf_prep_dtype dtype,
 			     uint32_t ndim, const uint64_t *shape);
 tf_status tf_prep_writer_begin(struct tf_prep_writer *w);
-/* Append len bytes to entry name (they must follow what was put before). */
+/* Append len bytes to entry name (they must follow what was put before,
+ * and no later entry may have been written yet: TF_ERR_ARG). */
 tf_status tf_prep_writer_put(struct tf_prep_writer *w, const char *name, const void *data,
 			     size_t len);
+/* The same in place: *p gets room for the next len bytes (at most
+ * TF_PREP_ROOM_MAX) of entry name; fill all of them (a pread straight into
+ * it, a conversion), then call tf_prep_writer_filled before any other call
+ * on w. */
+tf_status tf_prep_writer_room(struct tf_prep_writer *w, const char *name, size_t len, void **p);
+tf_status tf_prep_writer_filled(struct tf_prep_writer *w);
 /* Every entry must be complete. Writes the header, then fsyncs, renames
  * into place and fsyncs the folder, or less as w->commit says (set it
  * between init and commit). Releases w in every case. */

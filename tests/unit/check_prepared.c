@@ -311,6 +311,67 @@ START_TEST(tar_round_trip)
 }
 END_TEST
 
+/* Entries go in file order: a put to an earlier entry after a later one
+ * is refused; room/filled writes in place and gives the same file as put. */
+START_TEST(writer_order)
+{
+	char *p = path_in("order.bin"), *q = path_in("order2.bin");
+	struct tf_prep_writer w;
+	uint64_t s1[1] = {3000}, s2[1] = {10};
+	uint8_t a[6000];
+	for (int i = 0; i < 6000; i++)
+		a[i] = (uint8_t)(i * 31 + 7);
+	for (int pass = 0; pass < 2; pass++) {
+		ck_assert_int_eq(tf_prep_writer_init(&w, pass ? q : p, key1, 0, 1), TF_OK);
+		ck_assert_int_eq(tf_prep_writer_add(&w, "a", TF_PREP_I16, 1, s1), TF_OK);
+		ck_assert_int_eq(tf_prep_writer_add(&w, "b", TF_PREP_U8, 1, s2), TF_OK);
+		ck_assert_int_eq(tf_prep_writer_begin(&w), TF_OK);
+		ck_assert_int_eq(tf_prep_writer_put(&w, "a", a, 100), TF_OK);
+		ck_assert_int_eq(tf_prep_writer_put(&w, "b", a, 10), TF_OK);
+		/* "a" is behind "b" in the file now */
+		ck_assert_int_eq(tf_prep_writer_put(&w, "a", a + 100, 100), TF_ERR_ARG);
+		tf_prep_writer_release(&w);
+		ck_assert(!tf_file_exists(pass ? q : p));
+	}
+	/* in place, in pieces, against one put */
+	ck_assert_int_eq(tf_prep_writer_init(&w, p, key1, 0, 1), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_add(&w, "a", TF_PREP_I16, 1, s1), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_add(&w, "b", TF_PREP_U8, 1, s2), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_begin(&w), TF_OK);
+	for (int at = 0; at < 6000; at += 1500) {
+		void *room;
+		ck_assert_int_eq(tf_prep_writer_room(&w, "a", 1500, &room), TF_OK);
+		ck_assert_int_eq(tf_prep_writer_room(&w, "a", 1, &room), TF_ERR_ARG); /* one open */
+		memcpy(room, a + at, 1500);
+		ck_assert_int_eq(tf_prep_writer_filled(&w), TF_OK);
+	}
+	ck_assert_int_eq(tf_prep_writer_filled(&w), TF_ERR_ARG);
+	ck_assert_int_eq(tf_prep_writer_put(&w, "b", a, 10), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_commit(&w), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_init(&w, q, key1, 0, 1), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_add(&w, "a", TF_PREP_I16, 1, s1), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_add(&w, "b", TF_PREP_U8, 1, s2), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_begin(&w), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_put(&w, "a", a, 6000), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_put(&w, "b", a, 10), TF_OK);
+	ck_assert_int_eq(tf_prep_writer_commit(&w), TF_OK);
+	char *d1, *d2;
+	size_t n1, n2;
+	ck_assert_int_eq(tf_file_read_all(p, 1 << 20, &d1, &n1), TF_OK);
+	ck_assert_int_eq(tf_file_read_all(q, 1 << 20, &d2, &n2), TF_OK);
+	ck_assert_uint_eq(n1, n2);
+	ck_assert(!memcmp(d1, d2, n1));
+	struct tf_prep_image im;
+	ck_assert_int_eq(tf_prep_open(&im, p, NULL), TF_OK);
+	ck_assert_int_eq(tf_prep_verify(&im), TF_OK);
+	tf_prep_close(&im);
+	free(d1);
+	free(d2);
+	free(p);
+	free(q);
+}
+END_TEST
+
 Suite *suite_prepared(void)
 {
 	Suite *s = suite_create("prepared");
@@ -320,6 +381,7 @@ Suite *suite_prepared(void)
 	tcase_add_test(t, damage);
 	tcase_add_test(t, keys_and_paths);
 	tcase_add_test(t, tar_round_trip);
+	tcase_add_test(t, writer_order);
 	suite_add_tcase(s, t);
 	return s;
 }
