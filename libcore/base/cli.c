@@ -40,12 +40,18 @@ bool tf_cli_chatty(void)
 	return !quiet;
 }
 
+/* "prog: message" on stderr, without the newline. */
+static void vsay(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", tf_log_prog());
+	vfprintf(stderr, fmt, ap);
+}
+
 void tf_warn(const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "%s: ", tf_log_prog());
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -54,9 +60,8 @@ void tf_die(int code, const char *fmt, ...)
 {
 	va_list ap;
 	fflush(stdout);
-	fprintf(stderr, "%s: ", tf_log_prog());
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(code);
@@ -66,9 +71,8 @@ void tf_die_status(tf_status st, const char *fmt, ...)
 {
 	va_list ap;
 	fflush(stdout);
-	fprintf(stderr, "%s: ", tf_log_prog());
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay(fmt, ap);
 	va_end(ap);
 	fprintf(stderr, ": %s\n", tf_errmsg(st));
 	exit(tf_status_exit(st));
@@ -77,9 +81,8 @@ void tf_die_status(tf_status st, const char *fmt, ...)
 void tf_usage_error(const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "%s: ", tf_log_prog());
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay(fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry '%s --help'.\n", tf_log_prog());
 	exit(64);

@@ -234,37 +234,39 @@ static struct step quoted(const char *t, size_t len, size_t at)
 	return q ? (struct step){DSML_OK, (size_t)(q - t)} : (struct step){DSML_MORE, 0};
 }
 
-enum dsml_got dsml_invoke_at(const char *t, size_t len, size_t p, struct dsml_head *h)
+/* `<｜DSML｜ ws? WORD ws+ name="NAME"` at p: the step at the name's closing
+ * quote (or why there is none), the name's start in *name. */
+static struct step named_tag(const char *t, size_t len, size_t p, const char *word, size_t *name)
 {
 	if (!starts(t, len, p, MARK, MARK_LEN))
-		return DSML_NO;
-	struct step e = spaced_step(t, len, p + MARK_LEN, "invoke");
+		return (struct step){DSML_NO, 0};
+	struct step e = spaced_step(t, len, p + MARK_LEN, word);
 	if (e.got != DSML_OK)
-		return e.got;
+		return e;
 	struct step q = spaced_then(t, len, e.at, "name=\"");
 	if (q.got != DSML_OK)
-		return q.got;
-	struct step close = quoted(t, len, q.at);
+		return q;
+	*name = q.at;
+	return quoted(t, len, q.at);
+}
+
+enum dsml_got dsml_invoke_at(const char *t, size_t len, size_t p, struct dsml_head *h)
+{
+	size_t name = 0;
+	struct step close = named_tag(t, len, p, "invoke", &name);
 	if (close.got != DSML_OK)
 		return close.got;
 	struct step gt = spaced_char(t, len, close.at + 1, '>');
 	if (gt.got != DSML_OK)
 		return gt.got;
-	*h = (struct dsml_head){.start = p, .end = gt.at, .name = q.at, .name_len = close.at - q.at};
+	*h = (struct dsml_head){.start = p, .end = gt.at, .name = name, .name_len = close.at - name};
 	return DSML_OK;
 }
 
 enum dsml_got dsml_param_at(const char *t, size_t len, size_t p, struct dsml_head *h)
 {
-	if (!starts(t, len, p, MARK, MARK_LEN))
-		return DSML_NO;
-	struct step e = spaced_step(t, len, p + MARK_LEN, "parameter");
-	if (e.got != DSML_OK)
-		return e.got;
-	struct step q = spaced_then(t, len, e.at, "name=\"");
-	if (q.got != DSML_OK)
-		return q.got;
-	struct step close = quoted(t, len, q.at);
+	size_t name = 0;
+	struct step close = named_tag(t, len, p, "parameter", &name);
 	if (close.got != DSML_OK)
 		return close.got;
 	struct step v = spaced_then(t, len, close.at + 1, "string=\"");
@@ -278,7 +280,7 @@ enum dsml_got dsml_param_at(const char *t, size_t len, size_t p, struct dsml_hea
 	struct step gt = spaced_char(t, len, flag.at, '>');
 	if (gt.got != DSML_OK)
 		return gt.got;
-	*h = (struct dsml_head){.start = p, .end = gt.at, .name = q.at, .name_len = close.at - q.at,
+	*h = (struct dsml_head){.start = p, .end = gt.at, .name = name, .name_len = close.at - name,
 				.string = yes.got == DSML_OK};
 	return DSML_OK;
 }

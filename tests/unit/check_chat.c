@@ -2,6 +2,8 @@
  * reference's template goldens (tests/data/dsv41/template.jsonl), the
  * worked example of dsv41-text-facts.md §2, and one test per rule. */
 #include <check.h>
+
+#include "fixtures.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +14,6 @@
 #include "text/pyjson.h"
 
 #define DSML "｜DSML｜"
-
-static char *data_path(const char *name)
-{
-	const char *dir = getenv("TF_TEST_DATA");
-	static char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/data", name);
-	return path;
-}
 
 /* Render a request given as JSON text with the built-in defaults. */
 static tf_status render(const char *req_text, struct tf_chat_prompt *p)
@@ -58,18 +52,10 @@ static void expect_error(const char *req_text, const char *want)
  * thinking and budget. */
 START_TEST(template_goldens)
 {
-	char *text;
-	size_t n;
-	ck_assert_int_eq(tf_file_read_all(data_path("dsv41/template.jsonl"), 1 << 26, &text, &n), TF_OK);
+	struct jsonl j;
+	jsonl_open(&j, "dsv41/template.jsonl");
 	size_t records = 0, refusals = 0, efforts = 0, bad = 0;
-	for (char *line = text, *nl; line < text + n; line = nl + 1) {
-		nl = memchr(line, '\n', (size_t)(text + n - line));
-		if (!nl)
-			nl = text + n;
-		if (nl == line)
-			continue;
-		json_t *rec;
-		ck_assert_int_eq(tf_json_parse(line, (size_t)(nl - line), "record", &rec), TF_OK);
+	for (json_t *rec; (rec = jsonl_next(&j));) {
 		records++;
 		json_t *req = json_deep_copy(rec);
 		json_object_del(req, "expected");
@@ -124,7 +110,7 @@ START_TEST(template_goldens)
 		json_decref(req);
 		json_decref(rec);
 	}
-	free(text);
+	jsonl_close(&j);
 	fprintf(stderr, "template goldens: %zu/%zu equal (%zu refusals, %zu reasoning_effort values)\n",
 		records - bad, records, refusals, efforts);
 	ck_assert_uint_ge(records, 200);
@@ -138,18 +124,10 @@ END_TEST
  * text is replaced by a probe. Checked on every golden conversation. */
 START_TEST(offsets_by_probe)
 {
-	char *text;
-	size_t n;
-	ck_assert_int_eq(tf_file_read_all(data_path("dsv41/template.jsonl"), 1 << 26, &text, &n), TF_OK);
+	struct jsonl j;
+	jsonl_open(&j, "dsv41/template.jsonl");
 	size_t checked = 0, probed = 0;
-	for (char *line = text, *nl; line < text + n; line = nl + 1) {
-		nl = memchr(line, '\n', (size_t)(text + n - line));
-		if (!nl)
-			nl = text + n;
-		if (nl == line)
-			continue;
-		json_t *req;
-		ck_assert_int_eq(tf_json_parse(line, (size_t)(nl - line), "record", &req), TF_OK);
+	for (json_t *req; (req = jsonl_next(&j));) {
 		if (!json_is_string(json_object_get(req, "expected"))) {
 			json_decref(req);
 			continue;
@@ -192,7 +170,7 @@ START_TEST(offsets_by_probe)
 		tf_chat_prompt_release(&probe);
 		json_decref(req);
 	}
-	free(text);
+	jsonl_close(&j);
 	ck_assert_uint_ge(checked, 200);
 	ck_assert_uint_ge(probed, 200);
 }

@@ -3,6 +3,8 @@
  * String::from_utf8_lossy), whole decode, and the streaming detokenizer,
  * which must equal the whole decode for every way of splitting the input. */
 #include <check.h>
+
+#include "fixtures.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,11 +107,8 @@ END_TEST
 
 static struct tf_tok *mini(void)
 {
-	const char *dir = getenv("TF_TEST_DATA");
-	char *p = tf_path_join(dir ? dir : "tests/data", "mini_tokenizer.json");
 	struct tf_tok *tok;
-	ck_assert_int_eq(tf_tok_load(p, &tok), 0);
-	free(p);
+	ck_assert_int_eq(tf_tok_load(data_path("mini_tokenizer.json"), &tok), 0);
 	return tok;
 }
 

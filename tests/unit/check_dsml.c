@@ -3,6 +3,8 @@
  * cuts, one test per rule of dsv41-text-facts.md §3, the OpenAI and
  * Anthropic shapes, and random splits (streamed == whole). */
 #include <check.h>
+
+#include "fixtures.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +17,6 @@
 
 #define M "<｜DSML｜"
 #define MC "</｜DSML｜"
-
-static char *data_path(const char *name)
-{
-	const char *dir = getenv("TF_TEST_DATA");
-	static char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/data", name);
-	return path;
-}
 
 static bool is_id(const char *id)
 {
@@ -87,18 +81,10 @@ static bool same(const json_t *want, const json_t *got, const char *what, size_t
 
 START_TEST(dsml_goldens)
 {
-	char *text;
-	size_t n;
-	ck_assert_int_eq(tf_file_read_all(data_path("dsv41/dsml.jsonl"), 1 << 26, &text, &n), TF_OK);
+	struct jsonl j;
+	jsonl_open(&j, "dsv41/dsml.jsonl");
 	size_t records = 0, bad = 0, feeds = 0, with_calls = 0;
-	for (char *line = text, *nl; line < text + n; line = nl + 1) {
-		nl = memchr(line, '\n', (size_t)(text + n - line));
-		if (!nl)
-			nl = text + n;
-		if (nl == line)
-			continue;
-		json_t *rec;
-		ck_assert_int_eq(tf_json_parse(line, (size_t)(nl - line), "record", &rec), TF_OK);
+	for (json_t *rec; (rec = jsonl_next(&j));) {
 		size_t r = records++;
 		const json_t *jt = json_object_get(rec, "text");
 		const char *t = json_string_value(jt);
@@ -155,7 +141,7 @@ START_TEST(dsml_goldens)
 		tf_dsml_tools_free(tools);
 		json_decref(rec);
 	}
-	free(text);
+	jsonl_close(&j);
 	fprintf(stderr, "dsml goldens: %zu/%zu replies equal (%zu with calls, %zu stream feeds)\n", records - bad,
 		records, with_calls, feeds);
 	ck_assert_uint_ge(records, 200);
@@ -679,18 +665,10 @@ END_TEST
  * single bytes and in one piece, to exactly its whole parse. */
 START_TEST(consistent_goldens)
 {
-	char *text;
-	size_t n;
-	ck_assert_int_eq(tf_file_read_all(data_path("dsv41/dsml.jsonl"), 1 << 26, &text, &n), TF_OK);
+	struct jsonl j;
+	jsonl_open(&j, "dsv41/dsml.jsonl");
 	size_t records = 0;
-	for (char *line = text, *nl; line < text + n; line = nl + 1) {
-		nl = memchr(line, '\n', (size_t)(text + n - line));
-		if (!nl)
-			nl = text + n;
-		if (nl == line)
-			continue;
-		json_t *rec;
-		ck_assert_int_eq(tf_json_parse(line, (size_t)(nl - line), "record", &rec), TF_OK);
+	for (json_t *rec; (rec = jsonl_next(&j));) {
 		const char *t = json_string_value(json_object_get(rec, "text"));
 		bool thinking = json_is_true(json_object_get(rec, "thinking"));
 		struct tf_dsml_tools *tools = tf_dsml_tools_new(json_object_get(rec, "tools"));
@@ -726,7 +704,7 @@ START_TEST(consistent_goldens)
 		json_decref(rec);
 		records++;
 	}
-	free(text);
+	jsonl_close(&j);
 	ck_assert_uint_ge(records, 200);
 }
 END_TEST

@@ -2,6 +2,8 @@
  * table layout's published check values, the hash (against a plain
  * reimplementation here and the Python reference fixture), host files. */
 #include <check.h>
+
+#include "fixtures.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,9 +234,7 @@ START_TEST(hash_fixture)
 {
 	/* tests/data/engram-hash-ref.bin, from tools/engram-ref.py (NumPy
 	 * multipliers, Python integers). */
-	const char *dir = getenv("TF_TEST_DATA");
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/engram-hash-ref.bin", dir ? dir : "tests/data");
+	const char *path = data_path("engram-hash-ref.bin");
 	struct tf_engram_fixture f;
 	tf_status st = tf_engram_fixture_read(path, 24, &f);
 	ck_assert_msg(st == TF_OK, "%s", tf_errmsg(st));

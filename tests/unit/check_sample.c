@@ -3,6 +3,8 @@
  * checked rows, batched == alone, and every record of the reference's
  * goldens (tests/data/dsv41/sampling.jsonl). */
 #include <check.h>
+
+#include "fixtures.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -212,20 +214,12 @@ static size_t b64dec(const char *s, uint8_t *out)
  * `full` says so, otherwise picking `token` too. */
 START_TEST(reference_goldens)
 {
-	const char *dir = getenv("TF_TEST_DATA");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/dsv41/sampling.jsonl", dir ? dir : "tests/data");
-	char *text;
-	size_t len;
-	ck_assert_int_eq(tf_file_read_all(path, 64 << 20, &text, &len), TF_OK);
+	struct jsonl j;
+	jsonl_open(&j, "dsv41/sampling.jsonl");
 	struct tf_sampler *s;
 	ck_assert_int_eq(tf_sampler_new(1 << 16, &s), TF_OK);
 	int records = 0, bad = 0, nucleus = 0, fallbacks = 0;
-	char *save = NULL;
-	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		json_error_t err;
-		json_t *r = json_loads(line, 0, &err);
-		ck_assert_msg(r != NULL, "record %d: %s", records + 1, err.text);
+	for (json_t *r; (r = jsonl_next(&j));) {
 		records++;
 		const char *b64 = json_string_value(json_object_get(r, "logits"));
 		uint8_t *raw = malloc(strlen(b64));
@@ -305,7 +299,7 @@ START_TEST(reference_goldens)
 	ck_assert_int_gt(fallbacks, 0);
 	ck_assert_int_eq(bad, 0);
 	tf_sampler_free(s);
-	free(text);
+	jsonl_close(&j);
 }
 END_TEST
 
