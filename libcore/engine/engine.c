@@ -28,6 +28,7 @@ struct tf_engine_job {
 	struct tf_engine_params params;
 	int32_t *prompt;
 	int32_t *toks;             /* delivered tokens, under mu */
+	double *made;              /* when the forward that made each one returned */
 	size_t ntoks, cap, nread;
 	enum tf_engine_end end;
 	tf_status st;
@@ -110,6 +111,7 @@ static void job_unref(struct tf_engine_job *j)
 	pthread_cond_destroy(&j->cv);
 	free(j->prompt);
 	free(j->toks);
+	free(j->made);
 	free(j);
 }
 
@@ -143,9 +145,10 @@ static void job_finish_unref(struct tf_engine_job *j, enum tf_engine_end end, tf
 	job_unref(j);
 }
 
-/* Deliver n tokens; returns true when the job ended (EOS or length). */
+/* Deliver n tokens made by the forward that returned at made; returns
+ * true when the job ended (EOS or length). */
 static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int32_t *t,
-			uint32_t n)
+			uint32_t n, double made)
 {
 	enum tf_engine_end end = TF_ENGINE_RUNNING;
 	pthread_mutex_lock(&j->mu);
@@ -156,18 +159,20 @@ static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int3
 		}
 		if (j->ntoks == j->cap) {
 			size_t cap = j->cap ? j->cap * 2 : 64;
-			if (tf_realloc_array(&j->toks, cap, sizeof(*j->toks))) {
+			if (tf_realloc_array(&j->toks, cap, sizeof(*j->toks)) ||
+			    tf_realloc_array(&j->made, cap, sizeof(*j->made))) {
 				snprintf(j->why, sizeof(j->why), "out of memory delivering tokens");
 				end = TF_ENGINE_FAILED;
 				break;
 			}
 			j->cap = cap;
 		}
+		j->made[j->ntoks] = made;
 		j->toks[j->ntoks++] = t[i];
 		j->lane.ngen++;
 		j->lane.last = t[i];
 		if (j->t_first == 0)
-			j->t_first = now_s();
+			j->t_first = made;
 		if (j->lane.ngen >= j->params.max_tokens)
 			end = TF_ENGINE_LENGTH;
 	}
@@ -313,7 +318,7 @@ static bool run_round(struct tf_engine *e)
 	struct tf_engine_round r = {++e->round, pieces, np, rows, nrows};
 	double t0 = now_s();
 	tf_status st = e->be.forward(e->be.ctx, &r);
-	double dt = now_s() - t0;
+	double made = now_s(), dt = made - t0;
 	ran = true;
 	if (st) {
 		char why[256];
@@ -340,7 +345,7 @@ static bool run_round(struct tf_engine *e)
 		if (p->end == p->lane->nprompt) {
 			j->t_prefilled = now_s();
 			gen += p->ntokens;
-			if (job_deliver(e, j, p->tokens, p->ntokens))
+			if (job_deliver(e, j, p->tokens, p->ntokens, made))
 				p->lane = NULL;
 		}
 	}
@@ -356,7 +361,7 @@ static bool run_round(struct tf_engine *e)
 			continue;
 		}
 		gen += w->ntokens;
-		if (job_deliver(e, j, w->tokens, w->ntokens))
+		if (job_deliver(e, j, w->tokens, w->ntokens, made))
 			w->lane = NULL;
 	}
 	/* Drop the lanes that ended (their jobs are finished). */
@@ -597,6 +602,12 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
 size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int wait_ms,
 			  bool *done)
 {
+	return tf_engine_job_read_timed(j, buf, NULL, cap, wait_ms, done);
+}
+
+size_t tf_engine_job_read_timed(struct tf_engine_job *j, int32_t *buf, double *made, size_t cap,
+				int wait_ms, bool *done)
+{
 	struct timespec ts;
 	if (wait_ms > 0)
 		deadline_in(&ts, wait_ms);
@@ -612,6 +623,8 @@ size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int
 		n = cap;
 	if (n)
 		memcpy(buf, j->toks + j->nread, n * sizeof(*buf));
+	if (n && made)
+		memcpy(made, j->made + j->nread, n * sizeof(*made));
 	j->nread += n;
 	*done = j->end != TF_ENGINE_RUNNING && j->nread == j->ntoks;
 	pthread_mutex_unlock(&j->mu);

@@ -162,6 +162,13 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
 size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int wait_ms,
 			  bool *done);
 
+/* tf_engine_job_read that also gives, for each token copied, when it was
+ * made: the CLOCK_MONOTONIC seconds at which the backend's forward that
+ * produced it returned (the start of the token's delivery path, for
+ * latency measurements). made has room for cap values. */
+size_t tf_engine_job_read_timed(struct tf_engine_job *j, int32_t *buf, double *made, size_t cap,
+				int wait_ms, bool *done);
+
 /* Call fn(ctx) from the engine thread after each round that delivered
  * tokens to j and when j ends (end_only: only when it ends). If j has
  * already ended, fn is called at once, from the caller. fn runs under the

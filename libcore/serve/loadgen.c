@@ -51,6 +51,7 @@ struct lreq {
 	struct tf_buf body;     /* de-chunked body not yet framed */
 	struct tf_buf text;     /* concatenated token text (verify) */
 	double t_send, t_first, t_last, t_end;
+	double made;            /* the pending ": tf-made" stamp, seconds (0: none) */
 	uint32_t events, prompt_tokens, completion_tokens;
 	bool got_done, failed, held;
 	char why[128];
@@ -92,7 +93,7 @@ static tf_status build_request(const struct tf_loadgen_config *c, uint32_t i, st
 	tf_buf_reset(out);
 	tf_status rc = tf_buf_printf(out,
 				     "POST %s HTTP/1.1\r\nHost: %s:%u\r\nContent-Type: application/json\r\n"
-				     "Accept: text/event-stream\r\nContent-Length: %zu\r\n%s%s%s"
+				     "Accept: text/event-stream\r\nX-TF-Timing: 1\r\nContent-Length: %zu\r\n%s%s%s"
 				     "Connection: close\r\n\r\n%s",
 				     c->path, c->host, (unsigned)c->port, strlen(s),
 				     c->api_key ? "Authorization: Bearer " : "", c->api_key ? c->api_key : "",
@@ -150,8 +151,9 @@ static void on_data(struct lreq *q, const char *d, size_t n, double t)
 	json_decref(v);
 }
 
-/* Frame what the body holds so far. itl collects gaps. */
-static void frame_body(struct lreq *q, double t, struct dvec *itl)
+/* Frame what the body holds so far. itl collects gaps; added the time
+ * from a token's make stamp to now, for stamped token-bearing events. */
+static void frame_body(struct lreq *q, double t, struct dvec *itl, struct dvec *added)
 {
 	char *s = q->body.data;
 	size_t n = q->body.len, at = 0;
@@ -165,12 +167,18 @@ static void frame_body(struct lreq *q, double t, struct dvec *itl)
 		while (line < stop) {
 			char *nl = memchr(line, '\n', (size_t)(stop - line));
 			char *le = nl ? nl : stop;
-			if (le - line >= 6 && !memcmp(line, "data: ", 6)) {
+			if (le - line > 10 && !memcmp(line, ": tf-made ", 10)) {
+				q->made = (double)strtoll(line + 10, NULL, 10) * 1e-9;
+			} else if (le - line >= 6 && !memcmp(line, "data: ", 6)) {
 				uint32_t before = q->events;
 				double last = q->t_last;
 				on_data(q, line + 6, (size_t)(le - line - 6), t);
 				if (q->events > before && before > 0)
 					dvec_push(itl, t - last);
+				if (q->events > before && q->made > 0)
+					dvec_push(added, t - q->made);
+				if (q->events > before)
+					q->made = 0;
 			}
 			line = le + 1;
 		}
@@ -184,7 +192,7 @@ static void frame_body(struct lreq *q, double t, struct dvec *itl)
 }
 
 /* Consume raw bytes: headers, then the body (chunked or not). */
-static void consume(struct lreq *q, double t, struct dvec *itl)
+static void consume(struct lreq *q, double t, struct dvec *itl, struct dvec *added)
 {
 	if (!q->head) {
 		char *e = q->in.data ? memmem(q->in.data, q->in.len, "\r\n\r\n", 4) : NULL;
@@ -248,7 +256,7 @@ static void consume(struct lreq *q, double t, struct dvec *itl)
 		memmove(s, s + at, q->in.len - at);
 		q->in.len -= at;
 	}
-	frame_body(q, t, itl);
+	frame_body(q, t, itl, added);
 }
 
 static int open_conn(const struct tf_loadgen_config *c, struct lreq *q, int ep)
@@ -325,7 +333,7 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 	memset(r, 0, sizeof(*r));
 	struct lreq *q = tf_calloc(c->requests ? c->requests : 1, sizeof(*q));
 	int ep = epoll_create1(EPOLL_CLOEXEC);
-	struct dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0};
+	struct dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0}, added = {0};
 	tf_status rc = TF_OK;
 	if (!q || ep < 0) {
 		rc = tf_err_errno(TF_ERR_OS, "loadgen: cannot set up");
@@ -398,8 +406,9 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 			for (;;) {
 				ssize_t got = recv(x->fd, rbuf, sizeof(rbuf), MSG_DONTWAIT);
 				if (got > 0) {
+					t = now_s(); /* when these bytes were read, not when epoll woke */
 					tf_buf_append(&x->in, rbuf, (size_t)got);
-					consume(x, t, &itl);
+					consume(x, t, &itl, &added);
 					continue;
 				}
 				if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -468,6 +477,7 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 	r->tpot = stat_of(&tpot);
 	r->itl = stat_of(&itl);
 	r->e2el = stat_of(&e2el);
+	r->added = stat_of(&added);
 	if (r->duration_s > 0) {
 		r->request_rate = r->completed / r->duration_s;
 		r->output_rate = (double)r->output_tokens / r->duration_s;
@@ -484,7 +494,7 @@ out:
 			tf_buf_release(&q[i].text);
 		}
 	free(q);
-	free(ttft.v), free(tpot.v), free(itl.v), free(e2el.v);
+	free(ttft.v), free(tpot.v), free(itl.v), free(e2el.v), free(added.v);
 	if (ep >= 0)
 		close(ep);
 	return rc;
@@ -508,7 +518,7 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 {
 	if (json) {
 		json_t *v = json_pack(
-			"{s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:o,s:o,s:o,s:o,s:s}",
+			"{s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:o,s:o,s:o,s:o,s:o,s:s}",
 			"path", c->path, "requests", (json_int_t)c->requests, "concurrency",
 			(json_int_t)c->concurrency, "rate", c->rate, "completed", (json_int_t)r->completed,
 			"failed", (json_int_t)r->failed, "held", (json_int_t)r->held, "mismatched",
@@ -517,7 +527,8 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 			(json_int_t)r->output_tokens, "duration_s", r->duration_s, "request_throughput",
 			r->request_rate, "output_throughput", r->output_rate, "total_token_throughput",
 			r->total_rate, "ttft", stat_json(&r->ttft), "tpot", stat_json(&r->tpot), "itl",
-			stat_json(&r->itl), "e2el", stat_json(&r->e2el), "first_error", r->first_error);
+			stat_json(&r->itl), "e2el", stat_json(&r->e2el), "added", stat_json(&r->added),
+			"first_error", r->first_error);
 		char *s = json_dumps(v, JSON_INDENT(2));
 		json_decref(v);
 		if (s)
@@ -539,6 +550,8 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 	stat_line(o, "TPOT", &r->tpot);
 	stat_line(o, "ITL", &r->itl);
 	stat_line(o, "E2EL", &r->e2el);
+	if (r->added.n)
+		stat_line(o, "ADDED", &r->added);
 	if (r->failed)
 		tf_buf_printf(o, "first failure: %s\n", r->first_error);
 }

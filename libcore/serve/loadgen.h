@@ -50,6 +50,7 @@ struct tf_loadgen_result {
 	double duration_s;
 	double request_rate, output_rate, total_rate; /* per second */
 	struct tf_loadgen_stat ttft, tpot, itl, e2el;  /* seconds */
+	struct tf_loadgen_stat added;  /* engine made the token -> client read the event (stamped) */
 	uint32_t peak_concurrency;
 	char first_error[256];
 };

@@ -382,6 +382,8 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 		goto refuse;
 	c->gen = g;
 	c->whole = !tf_gen_streaming(g);
+	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
+	tf_gen_timing(g, timing && !strcmp(timing, "1"));
 	atomic_store(&c->last_write, mono());
 	gens_add(c);
 	tf_gen_notify(g, on_note, c, c->whole);
