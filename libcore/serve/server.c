@@ -1,6 +1,7 @@
 /* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
  * plain routes (health, models, metrics, tokenize), generation routes with
- * SSE, keepalive and disconnect detection, drain, and --once. */
+ * SSE, the stream writer, keepalive and disconnect detection, drain, and
+ * --once. */
 #include "serve/server.h"
 
 #include <arpa/inet.h>
@@ -11,6 +12,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,15 +82,44 @@ struct tf_server {
 	pthread_t ticker;
 	atomic_bool stopping;
 	bool ticking;
+	/* The stream writer (see struct conn): parked streams with news, in
+	 * the order the engine delivered to them, and the blocked ones. */
+	pthread_t writer;
+	bool writing;
+	pthread_mutex_t wq_mu;
+	struct conn *wq_head, *wq_tail; /* under wq_mu */
+	bool writer_idle, writer_down;  /* under wq_mu */
+	int wq_fd;                      /* eventfd: the writer has work */
+	int wep;                        /* the writer's epoll: wq_fd and blocked sockets */
+	struct conn **blocked;          /* writer only */
+	size_t nblocked, capblocked;
+};
+
+/* Who holds a generation's connection (under conn.mu). */
+enum conn_state {
+	C_MHD,     /* MHD: running its callbacks, or about to */
+	C_PARKED,  /* suspended in MHD with nothing to send; nobody pumps */
+	C_QUEUED,  /* suspended, in the writer's queue */
+	C_WRITING, /* suspended, the writer pumps and sends (or waits for room) */
 };
 
 /* One request, from its headers to the end of its reply.
  *
  * A generation never blocks MHD's threads: when there is nothing to send it
- * suspends its connection, and the engine's notification (or the ticker,
- * for keepalives and clients that left) resumes it. The notes counter
- * closes the race between "nothing to send" and "suspend": a notification
- * after the last look is seen under mu before suspending. */
+ * suspends (parks) its connection. A whole reply is resumed by the engine's
+ * notification at its end. A stream, once its headers and first frame went
+ * out through MHD, is written by the stream writer: the engine's
+ * notification queues the parked connection, and the writer thread pumps
+ * the generation and sends its frames as HTTP chunks straight to the
+ * socket, while MHD keeps the connection suspended and so never touches
+ * the socket. This costs one send per event instead of MHD's resume (a
+ * wakeup through its inter-thread pipe per connection and event), and one
+ * thread delivers a round in the engine's order. A socket that cannot take
+ * a frame whole waits in the writer's epoll; the writer hands the
+ * connection back to MHD (resume) for the end of the stream (MHD writes
+ * the last chunk), a client that left, a failure or a stop. The notes
+ * counter closes the race between "nothing to send" and "park": a
+ * notification after the last look is seen under mu before parking. */
 struct conn {
 	struct tf_server *s;
 	struct MHD_Connection *mc;
@@ -100,8 +133,14 @@ struct conn {
 	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
 	size_t sent;
 	bool eof;
-	pthread_mutex_t mu;   /* guards suspended */
-	bool suspended;
+	bool failed;          /* pumping failed: end the stream with an error */
+	struct tf_buf wire;   /* the writer: chunked bytes not yet sent (from wsent) */
+	size_t wsent;
+	bool nodelay;         /* the writer set TCP_NODELAY */
+	double blocked_at;    /* the writer: when the socket last refused bytes */
+	struct conn *wnext;   /* in the writer's queue */
+	pthread_mutex_t mu;   /* guards state */
+	enum conn_state state;
 	atomic_uint notes;    /* engine notifications so far */
 	atomic_bool gone;     /* the ticker saw the client leave */
 	_Atomic double last_write; /* monotonic seconds of the last bytes out */
@@ -181,34 +220,75 @@ static void record(struct tf_server *s, struct tf_gen *g)
 	tf_metrics_generation(s->metrics, &o);
 }
 
-/* Resume a suspended connection (any thread). */
+/* Resume a parked connection (any thread): MHD takes it over. */
 static void wake(struct conn *c)
 {
 	pthread_mutex_lock(&c->mu);
-	if (c->suspended) {
-		c->suspended = false;
+	if (c->state == C_PARKED) {
+		c->state = C_MHD;
 		MHD_resume_connection(c->mc);
 	}
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* The engine's notification: tokens arrived or the job ended. */
+/* Queue a parked stream for the writer; c->mu held. Once the writer is
+ * down (a stop) MHD takes the connection back instead. */
+static void queue_locked(struct conn *c)
+{
+	struct tf_server *s = c->s;
+	pthread_mutex_lock(&s->wq_mu);
+	bool down = s->writer_down, kick = false;
+	if (!down) {
+		c->wnext = NULL;
+		if (s->wq_tail)
+			s->wq_tail->wnext = c;
+		else
+			s->wq_head = c;
+		s->wq_tail = c;
+		kick = s->writer_idle;
+		s->writer_idle = false;
+	}
+	pthread_mutex_unlock(&s->wq_mu);
+	if (down) {
+		c->state = C_MHD;
+		MHD_resume_connection(c->mc);
+		return;
+	}
+	c->state = C_QUEUED;
+	if (kick) {
+		uint64_t one = 1;
+		if (write(s->wq_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			tf_log(TF_LOG_WARN, "cannot wake the stream writer: %s", strerror(errno));
+	}
+}
+
+/* The engine's notification: tokens arrived or the job ended. A parked
+ * stream goes to the writer; a parked whole reply goes back to MHD. */
 static void on_note(void *ctx)
 {
 	struct conn *c = ctx;
 	atomic_fetch_add(&c->notes, 1);
-	wake(c);
+	pthread_mutex_lock(&c->mu);
+	if (c->state == C_PARKED) {
+		if (c->whole || atomic_load(&c->s->stopping)) {
+			c->state = C_MHD;
+			MHD_resume_connection(c->mc);
+		} else {
+			queue_locked(c);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
-/* Suspend unless a notification came since seen. Called from MHD's
- * callbacks only. Returns true when suspended. */
+/* Suspend (park) unless a notification came since seen. Called from MHD's
+ * callbacks only. Returns true when parked. */
 static bool try_suspend(struct conn *c, unsigned seen)
 {
 	bool ok = false;
 	pthread_mutex_lock(&c->mu);
 	if (atomic_load(&c->notes) == seen && !atomic_load(&c->gone) &&
 	    !atomic_load(&c->s->stopping)) {
-		c->suspended = true;
+		c->state = C_PARKED;
 		MHD_suspend_connection(c->mc);
 		ok = true;
 	}
@@ -280,6 +360,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		if (c->eof)
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (c->failed)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (atomic_load(&c->gone)) {
 			tf_log(TF_LOG_INFO, "client left a stream; cancelling");
 			tf_gen_cancel(c->gen);
@@ -312,6 +394,198 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
 	(void)cls; /* the connection record owns the stream; see completed() */
+}
+
+/* The stream writer. Everything below runs on the writer thread, on
+ * connections in C_WRITING: MHD holds them suspended, so the socket and
+ * the generation are the writer's alone. */
+
+/* Give the connection back to MHD: it ends the stream (the last chunk
+ * after eof, an error otherwise). The last touch of c: once resumed, MHD
+ * may close and free it. */
+static void writer_release(struct conn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->state = C_MHD;
+	pthread_mutex_unlock(&c->mu);
+	MHD_resume_connection(c->mc);
+}
+
+static void blocked_drop(struct tf_server *s, struct conn *c)
+{
+	for (size_t i = 0; i < s->nblocked; i++)
+		if (s->blocked[i] == c) {
+			s->blocked[i] = s->blocked[--s->nblocked];
+			break;
+		}
+	epoll_ctl(s->wep, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+/* The socket took part of the wire: wait in the epoll for room. */
+static void writer_block(struct tf_server *s, struct conn *c)
+{
+	struct epoll_event ev = {.events = EPOLLOUT | EPOLLRDHUP, .data.ptr = c};
+	if (s->nblocked == s->capblocked &&
+	    !tf_realloc_array(&s->blocked, s->capblocked ? s->capblocked * 2 : 16, sizeof(*s->blocked)))
+		s->capblocked = s->capblocked ? s->capblocked * 2 : 16;
+	if (s->nblocked == s->capblocked || epoll_ctl(s->wep, EPOLL_CTL_ADD, c->fd, &ev)) {
+		tf_log(TF_LOG_WARN, "stream writer: cannot wait for a socket: %s", strerror(errno));
+		atomic_store(&c->gone, true);
+		writer_release(c);
+		return;
+	}
+	s->blocked[s->nblocked++] = c;
+	c->blocked_at = mono();
+}
+
+/* Send the wire, pump the generation into chunks, and repeat until there
+ * is nothing more (park), the socket is full (block), or the stream is
+ * over (release to MHD). */
+static void writer_step(struct tf_server *s, struct conn *c)
+{
+	if (!c->nodelay) { /* frames go out as they come: no Nagle delay */
+		int one = 1;
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->nodelay = true;
+	}
+	for (;;) {
+		if (c->failed || atomic_load(&c->gone) || atomic_load(&s->stopping)) {
+			writer_release(c);
+			return;
+		}
+		if (c->wsent < c->wire.len) {
+			ssize_t n = send(c->fd, c->wire.data + c->wsent, c->wire.len - c->wsent,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0) {
+				c->wsent += (size_t)n;
+				atomic_store(&c->last_write, mono());
+			}
+			if (c->wsent < c->wire.len) {
+				if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+					writer_block(s, c);
+				} else { /* the client left */
+					atomic_store(&c->gone, true);
+					writer_release(c);
+				}
+				return;
+			}
+			tf_buf_reset(&c->wire);
+			c->wsent = 0;
+		}
+		if (c->eof) {
+			writer_release(c);
+			return;
+		}
+		unsigned seen = atomic_load(&c->notes);
+		bool done = false;
+		tf_buf_reset(&c->pend);
+		c->sent = 0;
+		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
+			tf_gen_cancel(c->gen);
+			c->failed = true;
+			continue;
+		}
+		if (done) {
+			c->eof = true;
+			record(s, c->gen);
+			c->recorded = true;
+		}
+		if (c->pend.len) { /* one HTTP chunk */
+			if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
+			    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
+			    tf_buf_puts(&c->wire, "\r\n")) {
+				tf_gen_cancel(c->gen);
+				c->failed = true;
+			}
+			tf_buf_reset(&c->pend);
+			continue;
+		}
+		if (c->eof)
+			continue;
+		pthread_mutex_lock(&c->mu);
+		bool park = atomic_load(&c->notes) == seen;
+		if (park)
+			c->state = C_PARKED;
+		pthread_mutex_unlock(&c->mu);
+		if (park)
+			return;
+	}
+}
+
+static void *writer_main(void *arg);
+
+/* Stop the writer (s->stopping is set): it gives every connection it
+ * holds back to MHD and exits; later notifications resume directly. */
+static void writer_stop(struct tf_server *s)
+{
+	if (!s->writing)
+		return;
+	uint64_t one = 1;
+	if (write(s->wq_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		tf_log(TF_LOG_WARN, "cannot wake the stream writer: %s", strerror(errno));
+	pthread_join(s->writer, NULL);
+	s->writing = false;
+}
+
+static void *writer_main(void *arg)
+{
+	struct tf_server *s = arg;
+	struct epoll_event evs[64];
+	for (;;) {
+		pthread_mutex_lock(&s->wq_mu);
+		struct conn *q = s->wq_head;
+		s->wq_head = s->wq_tail = NULL;
+		bool down = atomic_load(&s->stopping), idle = !q && !down;
+		if (down)
+			s->writer_down = true;
+		s->writer_idle = idle;
+		pthread_mutex_unlock(&s->wq_mu);
+		while (q) {
+			struct conn *c = q;
+			q = c->wnext;
+			pthread_mutex_lock(&c->mu);
+			c->state = C_WRITING;
+			pthread_mutex_unlock(&c->mu);
+			writer_step(s, c); /* with stopping set: released to MHD */
+		}
+		if (down)
+			break;
+		/* Idle (the queue was empty): sleep until a push kicks the
+		 * eventfd; busy: only look at the blocked sockets. */
+		int n = epoll_wait(s->wep, evs, 64, idle ? 100 : 0);
+		for (int i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+			if (!c) { /* the queue's eventfd */
+				uint64_t v;
+				if (read(s->wq_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					tf_log(TF_LOG_WARN, "stream writer: %s", strerror(errno));
+				continue;
+			}
+			blocked_drop(s, c);
+			if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+				atomic_store(&c->gone, true);
+			writer_step(s, c);
+		}
+		/* A client that stopped reading: after the connection timeout
+		 * with no room, it is treated as gone. */
+		double t = mono();
+		for (size_t i = 0; i < s->nblocked && s->c.timeout_s;) {
+			struct conn *c = s->blocked[i];
+			if (t - c->blocked_at < s->c.timeout_s) {
+				i++;
+				continue;
+			}
+			blocked_drop(s, c);
+			atomic_store(&c->gone, true);
+			writer_release(c);
+		}
+	}
+	while (s->nblocked) { /* a stop: MHD ends them all */
+		struct conn *c = s->blocked[0];
+		blocked_drop(s, c);
+		writer_release(c);
+	}
+	return NULL;
 }
 
 /* A whole reply: called again each time the connection is resumed. */
@@ -426,7 +700,7 @@ static void *ticker_main(void *arg)
 		pthread_mutex_lock(&s->list_mu);
 		for (struct conn *c = s->gens; c; c = c->next) {
 			pthread_mutex_lock(&c->mu);
-			bool susp = c->suspended;
+			bool susp = c->state == C_PARKED;
 			pthread_mutex_unlock(&c->mu);
 			if (!susp)
 				continue;
@@ -774,6 +1048,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 		atomic_fetch_sub(&c->s->inflight, 1);
 	tf_buf_release(&c->body);
 	tf_buf_release(&c->pend);
+	tf_buf_release(&c->wire);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	*con_cls = NULL;
@@ -799,6 +1074,8 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		return tf_err(TF_ERR_NOMEM, "server: out of memory");
 	s->c = *c;
 	pthread_mutex_init(&s->list_mu, NULL);
+	pthread_mutex_init(&s->wq_mu, NULL);
+	s->wq_fd = s->wep = -1;
 	s->started = (long long)time(NULL);
 	tf_status rc = tf_metrics_new(&s->metrics);
 	if (rc)
@@ -814,6 +1091,20 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		s->nkeys = c->nkeys;
 		s->c.keys = NULL;
 	}
+	struct epoll_event wev = {.events = EPOLLIN, .data.ptr = NULL};
+	s->wq_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->wep = epoll_create1(EPOLL_CLOEXEC);
+	if (s->wq_fd < 0 || s->wep < 0 || epoll_ctl(s->wep, EPOLL_CTL_ADD, s->wq_fd, &wev)) {
+		rc = tf_err_errno(TF_ERR_OS, "cannot set up the stream writer");
+		goto fail;
+	}
+	int we = pthread_create(&s->writer, NULL, writer_main, s);
+	if (we) {
+		errno = we;
+		rc = tf_err_errno(TF_ERR_OS, "cannot start the stream writer");
+		goto fail;
+	}
+	s->writing = true;
 	struct sockaddr_storage ss = {0};
 	/* epoll threads that never block: generations suspend their connection
 	 * while they wait for the engine. */
@@ -860,6 +1151,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	if (e) {
 		errno = e;
 		MHD_stop_daemon(s->d);
+		s->d = NULL;
 		rc = tf_err_errno(TF_ERR_OS, "cannot start the server's ticker");
 		goto fail;
 	}
@@ -867,6 +1159,14 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	*out = s;
 	return TF_OK;
 fail:
+	atomic_store(&s->stopping, true);
+	writer_stop(s);
+	if (s->wep >= 0)
+		close(s->wep);
+	if (s->wq_fd >= 0)
+		close(s->wq_fd);
+	pthread_mutex_destroy(&s->wq_mu);
+	pthread_mutex_destroy(&s->list_mu);
 	tf_metrics_free(s->metrics);
 	free(s->keys);
 	free(s);
@@ -925,6 +1225,7 @@ void tf_server_stop(struct tf_server *s)
 		pthread_join(s->ticker, NULL);
 		s->ticking = false;
 	}
+	writer_stop(s);
 	pthread_mutex_lock(&s->list_mu);
 	for (struct conn *c = s->gens; c; c = c->next)
 		wake(c);
@@ -950,6 +1251,10 @@ void tf_server_free(struct tf_server *s)
 	tf_server_stop(s);
 	tf_metrics_free(s->metrics);
 	pthread_mutex_destroy(&s->list_mu);
+	pthread_mutex_destroy(&s->wq_mu);
+	close(s->wq_fd);
+	close(s->wep);
+	free(s->blocked);
 	free(s->graves);
 	free(s->keys);
 	free(s);
