@@ -18,6 +18,7 @@
 
 #include "base/alloc.h"
 #include "base/rng.h"
+#include "text/detok.h"
 
 struct dvec {
 	double *v;
@@ -71,6 +72,15 @@ static void fail(struct lreq *q, const char *why)
 	q->failed = true;
 }
 
+/* A token-bearing event arrived at t. */
+static void event_at(struct lreq *q, double t)
+{
+	if (q->events == 0)
+		q->t_first = t;
+	q->t_last = t;
+	q->events++;
+}
+
 static tf_status build_request(const struct tf_loadgen_config *c, uint32_t i, struct tf_buf *out)
 {
 	const char *prompt = c->nprompts ? c->prompts[i % c->nprompts] : c->prompt ? c->prompt : "";
@@ -102,11 +112,271 @@ static tf_status build_request(const struct tf_loadgen_config *c, uint32_t i, st
 	return rc;
 }
 
+/* The common event without building a JSON tree: a scanner that walks
+ * the text once (the load generator shares the server's cores, so its
+ * cost per event is part of what it measures). */
+struct scan {
+	const char *p, *end;
+};
+
+static void scan_ws(struct scan *s)
+{
+	while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
+static bool scan_lit(struct scan *s, char c)
+{
+	scan_ws(s);
+	if (s->p < s->end && *s->p == c) {
+		s->p++;
+		return true;
+	}
+	return false;
+}
+
+static long scan_hex4(struct scan *s)
+{
+	if (s->end - s->p < 4)
+		return -1;
+	long v = 0;
+	for (int i = 0; i < 4; i++) {
+		char c = *s->p++;
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+static void put_utf8(struct tf_buf *out, unsigned long cp)
+{
+	char b[4];
+	size_t n;
+	if (cp < 0x80) {
+		b[0] = (char)cp, n = 1;
+	} else if (cp < 0x800) {
+		b[0] = (char)(0xc0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+	} else if (cp < 0x10000) {
+		b[0] = (char)(0xe0 | cp >> 12), b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+	} else {
+		b[0] = (char)(0xf0 | cp >> 18), b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), b[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+	}
+	tf_buf_append(out, b, n);
+}
+
+/* A JSON string, unescaped into out (when set). False on anything a strict
+ * parser would refuse: control bytes, bad escapes, lone surrogates, \u0000,
+ * invalid UTF-8. */
+static bool scan_string(struct scan *s, struct tf_buf *out)
+{
+	if (!scan_lit(s, '"'))
+		return false;
+	const char *run = s->p;
+	while (s->p < s->end) {
+		unsigned char c = (unsigned char)*s->p;
+		if (c != '"' && c != '\\') {
+			if (c < 0x20)
+				return false;
+			s->p++;
+			continue;
+		}
+		if (!tf_utf8_valid(run, (size_t)(s->p - run)))
+			return false;
+		if (out)
+			tf_buf_append(out, run, (size_t)(s->p - run));
+		s->p++;
+		if (c == '"')
+			return true;
+		if (s->p == s->end)
+			return false;
+		static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+		char e = *s->p++;
+		const char *m = e ? strchr(from, e) : NULL;
+		if (m) {
+			if (out)
+				tf_buf_putc(out, to[m - from]);
+		} else if (e == 'u') {
+			long cp = scan_hex4(s);
+			if (cp >= 0xd800 && cp < 0xdc00) { /* a surrogate pair */
+				long lo = s->end - s->p >= 2 && s->p[0] == '\\' && s->p[1] == 'u'
+					? (s->p += 2, scan_hex4(s)) : -1;
+				if (lo < 0xdc00 || lo >= 0xe000)
+					return false;
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			} else if (cp <= 0 || (cp >= 0xdc00 && cp < 0xe000)) {
+				return false;
+			}
+			if (out)
+				put_utf8(out, (unsigned long)cp);
+		} else {
+			return false;
+		}
+		run = s->p;
+	}
+	return false;
+}
+
+/* An object key (no escapes) into k, and its colon. */
+static bool scan_key(struct scan *s, char *k, size_t cap)
+{
+	if (!scan_lit(s, '"'))
+		return false;
+	const char *a = s->p;
+	while (s->p < s->end && *s->p != '"' && *s->p != '\\')
+		s->p++;
+	size_t n = (size_t)(s->p - a);
+	if (s->p == s->end || *s->p != '"' || n >= cap)
+		return false;
+	memcpy(k, a, n);
+	k[n] = 0;
+	s->p++;
+	return scan_lit(s, ':');
+}
+
+/* Any value, skipped. */
+static bool scan_skip(struct scan *s, int depth)
+{
+	if (depth > 32)
+		return false;
+	scan_ws(s);
+	if (s->p == s->end)
+		return false;
+	char c = *s->p;
+	if (c == '"')
+		return scan_string(s, NULL);
+	if (c == '{' || c == '[') {
+		char close = c == '{' ? '}' : ']';
+		s->p++;
+		if (scan_lit(s, close))
+			return true;
+		do {
+			char k[64];
+			if (c == '{' && !scan_key(s, k, sizeof(k)))
+				return false;
+			if (!scan_skip(s, depth + 1))
+				return false;
+		} while (scan_lit(s, ','));
+		return scan_lit(s, close);
+	}
+	static const char *const lits[] = {"true", "false", "null"};
+	for (int i = 0; i < 3; i++) {
+		size_t n = strlen(lits[i]);
+		if ((size_t)(s->end - s->p) >= n && !memcmp(s->p, lits[i], n)) {
+			s->p += n;
+			return true;
+		}
+	}
+	const char *a = s->p; /* a number */
+	while (s->p < s->end && *s->p && strchr("+-.0123456789eE", *s->p))
+		s->p++;
+	return s->p > a;
+}
+
+/* The first choice: delta.content / delta.reasoning_content, or text. */
+static bool scan_choice(struct scan *s, struct tf_buf *text, bool *token)
+{
+	if (!scan_lit(s, '{'))
+		return false;
+	if (scan_lit(s, '}'))
+		return true;
+	int texts = 0; /* more than one: the full parser keeps their order */
+	do {
+		char k[32];
+		if (!scan_key(s, k, sizeof(k)))
+			return false;
+		if (!strcmp(k, "text")) {
+			size_t at = text->len;
+			if (!scan_string(s, text) || (text->len > at && ++texts > 1))
+				return false;
+			*token |= text->len > at;
+		} else if (!strcmp(k, "delta")) {
+			if (!scan_lit(s, '{'))
+				return false;
+			if (scan_lit(s, '}'))
+				continue;
+			do {
+				char d[32];
+				if (!scan_key(s, d, sizeof(d)))
+					return false;
+				if (!strcmp(d, "content") || !strcmp(d, "reasoning_content")) {
+					size_t at = text->len;
+					if (!scan_string(s, text) || (text->len > at && ++texts > 1))
+						return false;
+					*token |= text->len > at;
+				} else if (!strcmp(d, "role") || !strcmp(d, "reasoning")) {
+					if (!scan_skip(s, 0))
+						return false;
+				} else {
+					return false; /* tool calls and the rest */
+				}
+			} while (scan_lit(s, ','));
+			if (!scan_lit(s, '}'))
+				return false;
+		} else if (!scan_skip(s, 0)) {
+			return false;
+		}
+	} while (scan_lit(s, ','));
+	return scan_lit(s, '}');
+}
+
+bool tf_loadgen_scan(const char *d, size_t n, struct tf_buf *text, bool *token)
+{
+	struct scan s = {d, d + n};
+	size_t mark = text->len;
+	*token = false;
+	if (!scan_lit(&s, '{'))
+		return false;
+	if (!scan_lit(&s, '}')) {
+		do {
+			char k[32];
+			if (!scan_key(&s, k, sizeof(k)))
+				goto full;
+			if (!strcmp(k, "choices")) {
+				if (!scan_lit(&s, '['))
+					goto full;
+				if (scan_lit(&s, ']'))
+					continue;
+				if (!scan_choice(&s, text, token))
+					goto full;
+				while (scan_lit(&s, ','))
+					if (!scan_skip(&s, 0))
+						goto full;
+				if (!scan_lit(&s, ']'))
+					goto full;
+			} else if (!strcmp(k, "usage") || !strcmp(k, "error") || !scan_skip(&s, 0)) {
+				goto full;
+			}
+		} while (scan_lit(&s, ','));
+		if (!scan_lit(&s, '}'))
+			goto full;
+	}
+	scan_ws(&s);
+	if (s.p == s.end)
+		return true;
+full:
+	text->len = mark;
+	if (text->data)
+		text->data[mark] = 0;
+	*token = false;
+	return false;
+}
+
 /* One SSE frame's data. */
 static void on_data(struct lreq *q, const char *d, size_t n, double t)
 {
 	if (n == 6 && !memcmp(d, "[DONE]", 6)) {
 		q->got_done = true;
+		return;
+	}
+	bool carried;
+	if (tf_loadgen_scan(d, n, &q->text, &carried)) {
+		if (carried)
+			event_at(q, t);
 		return;
 	}
 	json_error_t e;
@@ -142,12 +412,8 @@ static void on_data(struct lreq *q, const char *d, size_t n, double t)
 		token = true;
 		tf_buf_append(&q->text, json_string_value(txt), json_string_length(txt));
 	}
-	if (token) {
-		if (q->events == 0)
-			q->t_first = t;
-		q->t_last = t;
-		q->events++;
-	}
+	if (token)
+		event_at(q, t);
 	json_decref(v);
 }
 
@@ -409,6 +675,8 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 					t = now_s(); /* when these bytes were read, not when epoll woke */
 					tf_buf_append(&x->in, rbuf, (size_t)got);
 					consume(x, t, &itl, &added);
+					if ((size_t)got < sizeof(rbuf))
+						break; /* drained: epoll says when more comes */
 					continue;
 				}
 				if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
