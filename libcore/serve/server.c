@@ -63,6 +63,22 @@ static const struct route routes[] = {
 
 struct conn;
 
+/* A stream writer (see struct conn): a thread with a queue of parked
+ * streams that have news, in the order the engine delivered to them, and
+ * an epoll for its kick and the sockets waiting for room. */
+struct writer {
+	struct tf_server *s;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	struct conn *head, *tail; /* the queue, under mu */
+	bool idle, down;          /* under mu */
+	int kick;                 /* eventfd: the queue has work */
+	int ep;
+	struct conn **blocked;    /* the writer's own */
+	size_t nblocked, capblocked;
+};
+
 struct tf_server {
 	struct tf_server_config c;
 	struct MHD_Daemon *d;
@@ -82,17 +98,9 @@ struct tf_server {
 	pthread_t ticker;
 	atomic_bool stopping;
 	bool ticking;
-	/* The stream writer (see struct conn): parked streams with news, in
-	 * the order the engine delivered to them, and the blocked ones. */
-	pthread_t writer;
-	bool writing;
-	pthread_mutex_t wq_mu;
-	struct conn *wq_head, *wq_tail; /* under wq_mu */
-	bool writer_idle, writer_down;  /* under wq_mu */
-	int wq_fd;                      /* eventfd: the writer has work */
-	int wep;                        /* the writer's epoll: wq_fd and blocked sockets */
-	struct conn **blocked;          /* writer only */
-	size_t nblocked, capblocked;
+	struct writer *writers;
+	unsigned nwriters;
+	atomic_uint next_writer;
 };
 
 /* Who holds a generation's connection (under conn.mu). */
@@ -108,13 +116,13 @@ enum conn_state {
  * A generation never blocks MHD's threads: when there is nothing to send it
  * suspends (parks) its connection. A whole reply is resumed by the engine's
  * notification at its end. A stream, once its headers and first frame went
- * out through MHD, is written by the stream writer: the engine's
+ * out through MHD, is written by a stream writer: the engine's
  * notification queues the parked connection, and the writer thread pumps
  * the generation and sends its frames as HTTP chunks straight to the
  * socket, while MHD keeps the connection suspended and so never touches
  * the socket. This costs one send per event instead of MHD's resume (a
- * wakeup through its inter-thread pipe per connection and event), and one
- * thread delivers a round in the engine's order. A socket that cannot take
+ * wakeup through its inter-thread pipe per connection and event), and each
+ * writer delivers its streams in the engine's order. A socket that cannot take
  * a frame whole waits in the writer's epoll; the writer hands the
  * connection back to MHD (resume) for the end of the stream (MHD writes
  * the last chunk), a client that left, a failure or a stop. The notes
@@ -138,6 +146,7 @@ struct conn {
 	size_t wsent;
 	bool nodelay;         /* the writer set TCP_NODELAY */
 	double blocked_at;    /* the writer: when the socket last refused bytes */
+	struct writer *w;     /* the stream's writer */
 	struct conn *wnext;   /* in the writer's queue */
 	pthread_mutex_t mu;   /* guards state */
 	enum conn_state state;
@@ -235,20 +244,20 @@ static void wake(struct conn *c)
  * down (a stop) MHD takes the connection back instead. */
 static void queue_locked(struct conn *c)
 {
-	struct tf_server *s = c->s;
-	pthread_mutex_lock(&s->wq_mu);
-	bool down = s->writer_down, kick = false;
+	struct writer *w = c->w;
+	pthread_mutex_lock(&w->mu);
+	bool down = w->down, kick = false;
 	if (!down) {
 		c->wnext = NULL;
-		if (s->wq_tail)
-			s->wq_tail->wnext = c;
+		if (w->tail)
+			w->tail->wnext = c;
 		else
-			s->wq_head = c;
-		s->wq_tail = c;
-		kick = s->writer_idle;
-		s->writer_idle = false;
+			w->head = c;
+		w->tail = c;
+		kick = w->idle;
+		w->idle = false;
 	}
-	pthread_mutex_unlock(&s->wq_mu);
+	pthread_mutex_unlock(&w->mu);
 	if (down) {
 		c->state = C_MHD;
 		MHD_resume_connection(c->mc);
@@ -257,8 +266,8 @@ static void queue_locked(struct conn *c)
 	c->state = C_QUEUED;
 	if (kick) {
 		uint64_t one = 1;
-		if (write(s->wq_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			tf_log(TF_LOG_WARN, "cannot wake the stream writer: %s", strerror(errno));
+		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
 	}
 }
 
@@ -396,7 +405,7 @@ static void stream_free(void *cls)
 	(void)cls; /* the connection record owns the stream; see completed() */
 }
 
-/* The stream writer. Everything below runs on the writer thread, on
+/* The stream writers. Everything below runs on a writer thread, on
  * connections in C_WRITING: MHD holds them suspended, so the socket and
  * the generation are the writer's alone. */
 
@@ -411,38 +420,39 @@ static void writer_release(struct conn *c)
 	MHD_resume_connection(c->mc);
 }
 
-static void blocked_drop(struct tf_server *s, struct conn *c)
+static void blocked_drop(struct writer *w, struct conn *c)
 {
-	for (size_t i = 0; i < s->nblocked; i++)
-		if (s->blocked[i] == c) {
-			s->blocked[i] = s->blocked[--s->nblocked];
+	for (size_t i = 0; i < w->nblocked; i++)
+		if (w->blocked[i] == c) {
+			w->blocked[i] = w->blocked[--w->nblocked];
 			break;
 		}
-	epoll_ctl(s->wep, EPOLL_CTL_DEL, c->fd, NULL);
+	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
 }
 
 /* The socket took part of the wire: wait in the epoll for room. */
-static void writer_block(struct tf_server *s, struct conn *c)
+static void writer_block(struct writer *w, struct conn *c)
 {
 	struct epoll_event ev = {.events = EPOLLOUT | EPOLLRDHUP, .data.ptr = c};
-	if (s->nblocked == s->capblocked &&
-	    !tf_realloc_array(&s->blocked, s->capblocked ? s->capblocked * 2 : 16, sizeof(*s->blocked)))
-		s->capblocked = s->capblocked ? s->capblocked * 2 : 16;
-	if (s->nblocked == s->capblocked || epoll_ctl(s->wep, EPOLL_CTL_ADD, c->fd, &ev)) {
+	if (w->nblocked == w->capblocked &&
+	    !tf_realloc_array(&w->blocked, w->capblocked ? w->capblocked * 2 : 16, sizeof(*w->blocked)))
+		w->capblocked = w->capblocked ? w->capblocked * 2 : 16;
+	if (w->nblocked == w->capblocked || epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev)) {
 		tf_log(TF_LOG_WARN, "stream writer: cannot wait for a socket: %s", strerror(errno));
 		atomic_store(&c->gone, true);
 		writer_release(c);
 		return;
 	}
-	s->blocked[s->nblocked++] = c;
+	w->blocked[w->nblocked++] = c;
 	c->blocked_at = mono();
 }
 
 /* Send the wire, pump the generation into chunks, and repeat until there
  * is nothing more (park), the socket is full (block), or the stream is
  * over (release to MHD). */
-static void writer_step(struct tf_server *s, struct conn *c)
+static void writer_step(struct writer *w, struct conn *c)
 {
+	struct tf_server *s = w->s;
 	if (!c->nodelay) { /* frames go out as they come: no Nagle delay */
 		int one = 1;
 		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -462,7 +472,7 @@ static void writer_step(struct tf_server *s, struct conn *c)
 			}
 			if (c->wsent < c->wire.len) {
 				if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-					writer_block(s, c);
+					writer_block(w, c);
 				} else { /* the client left */
 					atomic_store(&c->gone, true);
 					writer_release(c);
@@ -512,80 +522,123 @@ static void writer_step(struct tf_server *s, struct conn *c)
 	}
 }
 
-static void *writer_main(void *arg);
-
-/* Stop the writer (s->stopping is set): it gives every connection it
- * holds back to MHD and exits; later notifications resume directly. */
-static void writer_stop(struct tf_server *s)
-{
-	if (!s->writing)
-		return;
-	uint64_t one = 1;
-	if (write(s->wq_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		tf_log(TF_LOG_WARN, "cannot wake the stream writer: %s", strerror(errno));
-	pthread_join(s->writer, NULL);
-	s->writing = false;
-}
-
 static void *writer_main(void *arg)
 {
-	struct tf_server *s = arg;
+	struct writer *w = arg;
+	struct tf_server *s = w->s;
 	struct epoll_event evs[64];
 	for (;;) {
-		pthread_mutex_lock(&s->wq_mu);
-		struct conn *q = s->wq_head;
-		s->wq_head = s->wq_tail = NULL;
+		pthread_mutex_lock(&w->mu);
+		struct conn *q = w->head;
+		w->head = w->tail = NULL;
 		bool down = atomic_load(&s->stopping), idle = !q && !down;
-		if (down)
-			s->writer_down = true;
-		s->writer_idle = idle;
-		pthread_mutex_unlock(&s->wq_mu);
+		w->down = down;
+		w->idle = idle;
+		pthread_mutex_unlock(&w->mu);
 		while (q) {
 			struct conn *c = q;
 			q = c->wnext;
 			pthread_mutex_lock(&c->mu);
 			c->state = C_WRITING;
 			pthread_mutex_unlock(&c->mu);
-			writer_step(s, c); /* with stopping set: released to MHD */
+			writer_step(w, c); /* with stopping set: released to MHD */
 		}
 		if (down)
 			break;
 		/* Idle (the queue was empty): sleep until a push kicks the
 		 * eventfd; busy: only look at the blocked sockets. */
-		int n = epoll_wait(s->wep, evs, 64, idle ? 100 : 0);
+		int n = epoll_wait(w->ep, evs, 64, idle ? 100 : 0);
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
-			if (!c) { /* the queue's eventfd */
+			if (!c) { /* the kick */
 				uint64_t v;
-				if (read(s->wq_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				if (read(w->kick, &v, sizeof(v)) < 0 && errno != EAGAIN)
 					tf_log(TF_LOG_WARN, "stream writer: %s", strerror(errno));
 				continue;
 			}
-			blocked_drop(s, c);
+			blocked_drop(w, c);
 			if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
 				atomic_store(&c->gone, true);
-			writer_step(s, c);
+			writer_step(w, c);
 		}
 		/* A client that stopped reading: after the connection timeout
 		 * with no room, it is treated as gone. */
 		double t = mono();
-		for (size_t i = 0; i < s->nblocked && s->c.timeout_s;) {
-			struct conn *c = s->blocked[i];
+		for (size_t i = 0; i < w->nblocked && s->c.timeout_s;) {
+			struct conn *c = w->blocked[i];
 			if (t - c->blocked_at < s->c.timeout_s) {
 				i++;
 				continue;
 			}
-			blocked_drop(s, c);
+			blocked_drop(w, c);
 			atomic_store(&c->gone, true);
 			writer_release(c);
 		}
 	}
-	while (s->nblocked) { /* a stop: MHD ends them all */
-		struct conn *c = s->blocked[0];
-		blocked_drop(s, c);
+	while (w->nblocked) { /* a stop: MHD ends them all */
+		struct conn *c = w->blocked[0];
+		blocked_drop(w, c);
 		writer_release(c);
 	}
 	return NULL;
+}
+
+/* Start n writers. */
+static tf_status writers_start(struct tf_server *s, unsigned n)
+{
+	s->writers = tf_calloc(n, sizeof(*s->writers));
+	if (!s->writers)
+		return tf_err(TF_ERR_NOMEM, "server: out of memory");
+	for (unsigned i = 0; i < n; i++) {
+		struct writer *w = &s->writers[i];
+		w->s = s;
+		pthread_mutex_init(&w->mu, NULL);
+		s->nwriters++;
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+		w->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		w->ep = epoll_create1(EPOLL_CLOEXEC);
+		if (w->kick < 0 || w->ep < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->kick, &ev))
+			return tf_err_errno(TF_ERR_OS, "cannot set up a stream writer");
+		int e = pthread_create(&w->thread, NULL, writer_main, w);
+		if (e) {
+			errno = e;
+			return tf_err_errno(TF_ERR_OS, "cannot start a stream writer");
+		}
+		w->started = true;
+	}
+	return TF_OK;
+}
+
+/* Stop the writers (s->stopping is set): each gives every connection it
+ * holds back to MHD and exits; later notifications resume directly. */
+static void writers_stop(struct tf_server *s)
+{
+	for (unsigned i = 0; i < s->nwriters; i++) {
+		struct writer *w = &s->writers[i];
+		if (!w->started)
+			continue;
+		uint64_t one = 1;
+		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
+		pthread_join(w->thread, NULL);
+		w->started = false;
+	}
+}
+
+static void writers_free(struct tf_server *s)
+{
+	for (unsigned i = 0; i < s->nwriters; i++) {
+		struct writer *w = &s->writers[i];
+		if (w->kick >= 0)
+			close(w->kick);
+		if (w->ep >= 0)
+			close(w->ep);
+		pthread_mutex_destroy(&w->mu);
+		free(w->blocked);
+	}
+	free(s->writers);
+	s->writers = NULL;
+	s->nwriters = 0;
 }
 
 /* A whole reply: called again each time the connection is resumed. */
@@ -656,6 +709,7 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 		goto refuse;
 	c->gen = g;
 	c->whole = !tf_gen_streaming(g);
+	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
 	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
 	tf_gen_timing(g, timing && !strcmp(timing, "1"));
 	atomic_store(&c->last_write, mono());
@@ -1074,8 +1128,6 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		return tf_err(TF_ERR_NOMEM, "server: out of memory");
 	s->c = *c;
 	pthread_mutex_init(&s->list_mu, NULL);
-	pthread_mutex_init(&s->wq_mu, NULL);
-	s->wq_fd = s->wep = -1;
 	s->started = (long long)time(NULL);
 	tf_status rc = tf_metrics_new(&s->metrics);
 	if (rc)
@@ -1091,28 +1143,16 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		s->nkeys = c->nkeys;
 		s->c.keys = NULL;
 	}
-	struct epoll_event wev = {.events = EPOLLIN, .data.ptr = NULL};
-	s->wq_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	s->wep = epoll_create1(EPOLL_CLOEXEC);
-	if (s->wq_fd < 0 || s->wep < 0 || epoll_ctl(s->wep, EPOLL_CTL_ADD, s->wq_fd, &wev)) {
-		rc = tf_err_errno(TF_ERR_OS, "cannot set up the stream writer");
+	unsigned pool = c->threads;
+	if (!pool)
+		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
+	if ((rc = writers_start(s, pool))) /* as many stream writers as HTTP threads */
 		goto fail;
-	}
-	int we = pthread_create(&s->writer, NULL, writer_main, s);
-	if (we) {
-		errno = we;
-		rc = tf_err_errno(TF_ERR_OS, "cannot start the stream writer");
-		goto fail;
-	}
-	s->writing = true;
 	struct sockaddr_storage ss = {0};
 	/* epoll threads that never block: generations suspend their connection
 	 * while they wait for the engine. */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG;
-	unsigned pool = c->threads;
-	if (!pool)
-		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
 	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 	if (inet_pton(AF_INET, c->host, &v4->sin_addr) == 1) {
@@ -1160,12 +1200,8 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	return TF_OK;
 fail:
 	atomic_store(&s->stopping, true);
-	writer_stop(s);
-	if (s->wep >= 0)
-		close(s->wep);
-	if (s->wq_fd >= 0)
-		close(s->wq_fd);
-	pthread_mutex_destroy(&s->wq_mu);
+	writers_stop(s);
+	writers_free(s);
 	pthread_mutex_destroy(&s->list_mu);
 	tf_metrics_free(s->metrics);
 	free(s->keys);
@@ -1225,7 +1261,7 @@ void tf_server_stop(struct tf_server *s)
 		pthread_join(s->ticker, NULL);
 		s->ticking = false;
 	}
-	writer_stop(s);
+	writers_stop(s);
 	pthread_mutex_lock(&s->list_mu);
 	for (struct conn *c = s->gens; c; c = c->next)
 		wake(c);
@@ -1251,10 +1287,7 @@ void tf_server_free(struct tf_server *s)
 	tf_server_stop(s);
 	tf_metrics_free(s->metrics);
 	pthread_mutex_destroy(&s->list_mu);
-	pthread_mutex_destroy(&s->wq_mu);
-	close(s->wq_fd);
-	close(s->wep);
-	free(s->blocked);
+	writers_free(s);
 	free(s->graves);
 	free(s->keys);
 	free(s);
