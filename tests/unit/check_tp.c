@@ -4,6 +4,9 @@
  * - world 2 and 4 equal world 1 within BOUND (prefill, decode token by
  *   token, a batch of two sequences), over several seeds, and decode
  *   equals prefill to the bit at every world;
+ * - the ranks' parts of every column-split projection concatenate to the
+ *   whole one's output to the bit (only a gather is involved), and the
+ *   row-split parts sum to it within float reordering;
  * - a rank loaded from its prepared images equals the same rank sliced
  *   from the pack, to the bit;
  * - a prepared folder for another rank or world, or a damaged one, is
@@ -18,6 +21,8 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/rng.h"
+#include "compute/model_impl.h"
 #include "compute/group.h"
 #include "compute/model.h"
 #include "fabric/comm.h"
@@ -181,6 +186,94 @@ START_TEST(worlds_agree)
 	free(ref);
 	free(dec);
 	free(got);
+	drop_pack();
+}
+END_TEST
+
+/* The group of name in m's plan, or -1. */
+static int find_group(const struct tf_model *m, const char *name)
+{
+	for (size_t i = 0; i < m->plan.ngroups; i++)
+		if (!strcmp(m->plan.groups[i].spec.name, name))
+			return (int)i;
+	return -1;
+}
+
+START_TEST(splits_match_whole)
+{
+	make_pack(5);
+	struct tf_host_group *hg;
+	ck_assert_int_eq(tf_host_group_new(2, 5, &hg), TF_OK);
+	struct tf_model_opts o = model_opts(NULL);
+	struct tf_model *whole, *part[2];
+	ck_assert_int_eq(tf_model_open(packdir, &o, &whole), TF_OK);
+	for (int r = 0; r < 2; r++) {
+		o.rank = r, o.world = 2, o.comm = tf_host_group_comm(hg, r);
+		ck_assert_int_eq(tf_model_open(packdir, &o, &part[r]), TF_OK);
+	}
+	enum { ROWS = 3 };
+	struct tf_rng rng;
+	tf_rng_seed(&rng, 3);
+	int ncol = 0, nrow = 0;
+	double worst = 0;
+	for (size_t i = 0; i < whole->plan.ngroups; i++) {
+		const struct tf_plan_group *g = &whole->plan.groups[i];
+		const struct tf_exl3_layer *W = &whole->q[i];
+		if (!W->trellis || g->spec.split == TF_SPLIT_WHOLE)
+			continue; /* not run (DSpark), or every rank's is the whole */
+		uint32_t K = g->spec.k, N = g->spec.n;
+		float *x = malloc(sizeof(float) * ROWS * K), *y = malloc(sizeof(float) * ROWS * N);
+		float *yp = malloc(sizeof(float) * ROWS * N), *sum = calloc((size_t)ROWS * N, sizeof(float));
+		for (size_t k = 0; k < (size_t)ROWS * K; k++)
+			x[k] = tf_rng_f32(&rng) * 2 - 1;
+		ck_assert_int_eq(tf_exl3_matmul(W, x, ROWS, y, NULL), TF_OK);
+		for (int r = 0; r < 2; r++) {
+			int j = find_group(part[r], g->spec.name);
+			ck_assert_int_ge(j, 0);
+			const struct tf_exl3_layer *P = &part[r]->q[j];
+			if (g->spec.split == TF_SPLIT_COL) { /* columns [r N/2, (r+1) N/2) */
+				ck_assert_uint_eq(P->g.n, N / 2);
+				ck_assert_int_eq(tf_exl3_matmul(P, x, ROWS, yp, NULL), TF_OK);
+				for (int q = 0; q < ROWS; q++)
+					ck_assert(!memcmp(yp + (size_t)q * N / 2, y + (size_t)q * N + r * N / 2,
+							  sizeof(float) * N / 2));
+			} else { /* rows [r K/2, (r+1) K/2) of x, summed in rank order */
+				ck_assert_uint_eq(P->g.k, K / 2);
+				float *xr = malloc(sizeof(float) * ROWS * K / 2);
+				for (int q = 0; q < ROWS; q++)
+					memcpy(xr + (size_t)q * K / 2, x + (size_t)q * K + r * K / 2,
+					       sizeof(float) * K / 2);
+				ck_assert_int_eq(tf_exl3_matmul(P, xr, ROWS, yp, NULL), TF_OK);
+				for (size_t k = 0; k < (size_t)ROWS * N; k++)
+					sum[k] += yp[k];
+				free(xr);
+			}
+		}
+		if (g->spec.split == TF_SPLIT_COL) {
+			ncol++;
+		} else {
+			nrow++;
+			double scale = 1e-30, d = 0;
+			for (size_t k = 0; k < (size_t)ROWS * N; k++) {
+				scale = fmax(scale, fabs(y[k]));
+				d = fmax(d, fabs((double)sum[k] - y[k]));
+			}
+			worst = fmax(worst, d / scale);
+		}
+		free(x);
+		free(y);
+		free(yp);
+		free(sum);
+	}
+	fprintf(stderr, "world 2: %d column-split groups equal to the bit, %d row-split groups "
+		"within %.3g of the largest output\n", ncol, nrow, worst);
+	ck_assert_int_gt(ncol, 0);
+	ck_assert_int_gt(nrow, 0);
+	ck_assert(worst < 1e-5);
+	tf_model_free(whole);
+	tf_model_free(part[0]);
+	tf_model_free(part[1]);
+	tf_host_group_free(hg);
 	drop_pack();
 }
 END_TEST
@@ -387,6 +480,7 @@ Suite *suite_tp(void)
 	/* CHECK_TP_SEEDS=30 measures the tolerance figures over more seeds */
 	const char *ns = getenv("CHECK_TP_SEEDS");
 	tcase_add_loop_test(tc, worlds_agree, 0, ns && atoi(ns) > 0 ? atoi(ns) : 3);
+	tcase_add_test(tc, splits_match_whole);
 	tcase_add_test(tc, prepared_equals_pack);
 	tcase_add_test(tc, prepared_refused);
 	suite_add_tcase(s, tc);
