@@ -161,13 +161,18 @@ struct tf_model *tf_model_group_rank(struct tf_model_group *g, int r)
 	return r >= 0 && r < g->world ? g->m[r] : NULL;
 }
 
-/* A sequence call made on every rank must give every rank the same slot. */
+/* A sequence call made on every rank must give every rank the same slot
+ * (else each rank's new sequence is closed again). */
 static tf_status same_slot(struct tf_model_group *g, const int *got)
 {
 	for (int r = 1; r < g->world; r++)
-		if (got[r] != got[0])
-			return tf_err(TF_ERR_INTERNAL, "model group: rank %d took slot %d, rank 0 slot %d",
-				      r, got[r], got[0]);
+		if (got[r] != got[0]) {
+			tf_status st = tf_err(TF_ERR_INTERNAL, "model group: rank %d took slot %d, rank 0 "
+					      "slot %d", r, got[r], got[0]);
+			for (int q = 0; q < g->world; q++)
+				tf_model_seq_free(g->m[q], got[q]);
+			return st;
+		}
 	return TF_OK;
 }
 

@@ -10,7 +10,9 @@
  * - a rank loaded from its prepared images equals the same rank sliced
  *   from the pack, to the bit;
  * - a prepared folder for another rank or world, or a damaged one, is
- *   refused with a status.
+ *   refused with a status;
+ * - a rank that fails once ranks run ends the others' waits at once, and
+ *   the group then refuses to run.
  * Caches are BF16 (as in check_cpu_model) so that FP8 rounding of cache
  * rows does not magnify the reordered sums. */
 #include <check.h>
@@ -186,6 +188,40 @@ START_TEST(worlds_agree)
 	free(ref);
 	free(dec);
 	free(got);
+	drop_pack();
+}
+END_TEST
+
+START_TEST(group_fails_fast)
+{
+	make_pack(3);
+	struct tf_model_group *g = open_group(2, NULL);
+	float *lg = malloc(sizeof(float) * 512);
+	int s, sq[2];
+	int64_t pos[2] = {0, 1};
+	ck_assert_int_eq(tf_model_group_seq_new(g, &s), TF_OK);
+	sq[0] = sq[1] = s;
+	float *two = malloc(sizeof(float) * 2 * 512);
+	ck_assert_int_eq(tf_model_group_forward(g, 2, ids, pos, sq, two), TF_OK);
+	free(two);
+	/* rank 1 alone forgets position 1: its next forward refuses the row
+	 * that rank 0 takes, so rank 0 waits at its first collective until
+	 * rank 1's abort ends the wait */
+	ck_assert_int_eq(tf_model_seq_rollback(tf_model_group_rank(g, 1), s, 1), TF_OK);
+	int64_t p2 = 2;
+	tf_status st = tf_model_group_forward(g, 1, ids + 2, &p2, sq, lg);
+	fprintf(stderr, "%s\n", tf_errmsg(st));
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "rank 1"));
+	st = tf_model_group_forward(g, 1, ids + 2, &p2, sq, lg);
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "unusable"));
+	/* ranks whose slots differ are refused too */
+	int extra;
+	ck_assert_int_eq(tf_model_seq_new(tf_model_group_rank(g, 1), &extra), TF_OK);
+	ck_assert_int_eq(tf_model_group_seq_new(g, &s), TF_ERR_INTERNAL);
+	tf_model_group_free(g);
+	free(lg);
 	drop_pack();
 }
 END_TEST
@@ -481,6 +517,7 @@ Suite *suite_tp(void)
 	const char *ns = getenv("CHECK_TP_SEEDS");
 	tcase_add_loop_test(tc, worlds_agree, 0, ns && atoi(ns) > 0 ? atoi(ns) : 3);
 	tcase_add_test(tc, splits_match_whole);
+	tcase_add_test(tc, group_fails_fast);
 	tcase_add_test(tc, prepared_equals_pack);
 	tcase_add_test(tc, prepared_refused);
 	suite_add_tcase(s, tc);
