@@ -240,10 +240,9 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 {
 	*out = NULL;
 	int world = comm ? comm->world : 1, rank = comm ? comm->rank : 0;
-	if (world < 1 || world > TF_BOOT_MAX_WORLD || rank < 0 || rank >= world ||
-	    c->heads % (uint32_t)world ||
-	    c->o_groups % (uint32_t)world || c->expert_width % (uint32_t)world ||
-	    c->vocab % (uint32_t)world)
+	uint32_t nw = (uint32_t)world;
+	if (world < 1 || world > TF_BOOT_MAX_WORLD || rank < 0 || rank >= world || c->heads % nw ||
+	    c->o_groups % nw || c->expert_width % nw || c->vocab % nw)
 		return tf_err(TF_ERR_CONFIG, "forward: rank %d of %d does not divide %u heads, %u "
 			      "output groups, expert width %u and vocabulary %u", rank, world,
 			      c->heads, c->o_groups, c->expert_width, c->vocab);
