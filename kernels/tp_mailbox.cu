@@ -19,9 +19,10 @@
  * sender's stores cross NVLink and the receiver polls its own L2), else in
  * the shared pinned host region.
  *
- * Blocks: 256 threads; 512 lines (4 KiB of payload) make a chunk, chunk c
- * belongs to block c mod grid, grid = min(64, chunks): a chunk has the same
- * owner in every call. Block b keeps its own epoch (state[32 + b]) and takes
+ * Blocks: 512 threads; 512 lines (4 KiB of payload) make a chunk, one
+ * line a thread (a thread waits for one line at a time, so two would add a
+ * round trip); chunk c belongs to block c mod grid, grid = min(64, chunks):
+ * a chunk has the same owner in every call. Block b keeps its own epoch (state[32 + b]) and takes
  * seq = epoch + 1 (0 skipped: after 0xffffffff comes 2, parity alternating)
  * and slot seq & 1. Two slots let a rank run one call ahead of its peer: it
  * cannot run two, since its call k + 1 waits for the peer's lines of call
@@ -52,8 +53,8 @@ struct tp_mail_args {
 	int rank;
 };
 
-#define TP_THREADS 256
-#define TP_CHUNK 512 /* lines: 2 per thread */
+#define TP_THREADS 512
+#define TP_CHUNK 512 /* lines: 1 per thread */
 
 static __device__ __forceinline__ uint4 ld_volatile_v4(const uint4 *p)
 {
@@ -199,58 +200,48 @@ extern "C" __global__ void __launch_bounds__(TP_THREADS) tp_mailbox(struct tp_ma
 	const unsigned long long chunks = (lines + TP_CHUNK - 1) / TP_CHUNK;
 	uint4 *peer = a.peer_inbox + (seq & 1) * a.slot_lines;
 	uint4 *inbox = a.my_inbox + (seq & 1) * a.slot_lines;
-	/* This thread's words of its first chunk, loaded while the epoch and
+	/* This thread's word of its first chunk, loaded while the epoch and
 	 * poison loads are in flight. */
-	unsigned long long keep[2] = {0, 0};
-#pragma unroll
-	for (int j = 0; j < 2; j++) {
-		unsigned long long i = (unsigned long long)b * TP_CHUNK + j * TP_THREADS + t;
-		if (i < lines)
-			keep[j] = load8(a.in + 8 * i, a.bytes - 8 * i < 8 ? (unsigned)(a.bytes - 8 * i) : 8);
-	}
+	const unsigned long long first = (unsigned long long)b * TP_CHUNK + t;
+	unsigned long long keep = 0;
+	if (first < lines)
+		keep = load8(a.in + 8 * first, a.bytes - 8 * first < 8 ? (unsigned)(a.bytes - 8 * first) : 8);
 	if (__syncthreads_or(poisoned))
 		return; /* poisoned: do nothing (the whole block decides alike) */
 
-	/* 1. Send every word of the block's chunks. */
+	/* 1. Send this thread's word of each of the block's chunks. */
 	for (unsigned long long c = b; c < chunks; c += gridDim.x) {
-#pragma unroll
-		for (int j = 0; j < 2; j++) {
-			unsigned long long i = c * TP_CHUNK + j * TP_THREADS + t;
-			if (i >= lines)
-				break;
-			unsigned n = a.bytes - 8 * i < 8 ? (unsigned)(a.bytes - 8 * i) : 8;
-			unsigned long long v = c == b ? keep[j] : load8(a.in + 8 * i, n);
-			st_volatile_v4(peer + i, make_uint4((unsigned)v, seq, (unsigned)(v >> 32), seq));
-		}
+		unsigned long long i = c * TP_CHUNK + t;
+		if (i >= lines)
+			break;
+		unsigned long long v = c == b ? keep : load8(a.in + 8 * i, a.bytes - 8 * i < 8 ? (unsigned)(a.bytes - 8 * i) : 8);
+		st_volatile_v4(peer + i, make_uint4((unsigned)v, seq, (unsigned)(v >> 32), seq));
 	}
 
 	/* 2. Receive the peer's words, combine, free the lines. */
 	for (unsigned long long c = b; c < chunks; c += gridDim.x) {
-#pragma unroll
-		for (int j = 0; j < 2; j++) {
-			unsigned long long i = c * TP_CHUNK + j * TP_THREADS + t;
-			if (i >= lines)
-				break;
-			unsigned n = a.bytes - 8 * i < 8 ? (unsigned)(a.bytes - 8 * i) : 8;
-			uint4 line;
-			if (!wait_line(a, inbox + i, seq, &line))
-				goto done;
-			unsigned long long y = (unsigned long long)line.x | (unsigned long long)line.z << 32;
-			unsigned long long x = c == b ? keep[j] : load8(a.in + 8 * i, n);
-			if (a.op <= 1) {
-				store8(a.out + 8 * i, a.rank == 0 ? sum8(a.op, x, y) : sum8(a.op, y, x), n);
-			} else if (a.op == 2) {
-				unsigned char *mine = a.out + (unsigned long long)a.rank * a.bytes;
-				if (mine != a.in)
-					store8(mine + 8 * i, x, n);
-				store8(a.out + (unsigned long long)(1 - a.rank) * a.bytes + 8 * i, y, n);
-			} else {
-				store8(a.out + 8 * i, y, n);
-			}
-			st_volatile_v4(inbox + i, make_uint4(0, 0, 0, 0));
+		unsigned long long i = c * TP_CHUNK + t;
+		if (i >= lines)
+			break;
+		unsigned n = a.bytes - 8 * i < 8 ? (unsigned)(a.bytes - 8 * i) : 8;
+		uint4 line;
+		if (!wait_line(a, inbox + i, seq, &line))
+			break;
+		unsigned long long y = (unsigned long long)line.x | (unsigned long long)line.z << 32;
+		unsigned long long x = c == b ? keep : load8(a.in + 8 * i, n);
+		if (a.op <= 1) {
+			store8(a.out + 8 * i, a.rank == 0 ? sum8(a.op, x, y) : sum8(a.op, y, x), n);
+		} else if (a.op == 2) {
+			unsigned char *mine = a.out + (unsigned long long)a.rank * a.bytes;
+			if (mine != a.in)
+				store8(mine + 8 * i, x, n);
+			store8(a.out + (unsigned long long)(1 - a.rank) * a.bytes + 8 * i, y, n);
+		} else {
+			store8(a.out + 8 * i, y, n);
 		}
+		st_volatile_v4(inbox + i, make_uint4(0, 0, 0, 0));
 	}
-done:
+
 	/* 3. The block's epoch moves on (also after a failure: a poisoned
 	 * mailbox does nothing any more). */
 	__syncthreads();

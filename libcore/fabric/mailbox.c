@@ -44,8 +44,8 @@
 
 #define CTL_BYTES 4096
 #define LINE 16          /* bytes of an inbox line: 8 payload, 2 seq copies */
-#define THREADS 256      /* kernel block */
-#define CHUNK_LINES 512  /* lines per chunk (2 per thread) */
+#define THREADS 512      /* kernel block */
+#define CHUNK_LINES 512  /* lines per chunk (1 per thread) */
 #define MAX_BLOCKS 64
 #define STATE_BYTES (4 * (32 + MAX_BLOCKS))
 
