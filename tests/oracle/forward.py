@@ -55,7 +55,7 @@ def f16(x):
 
 
 def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=F64)))
 
 
 def softplus(x):

@@ -9,10 +9,13 @@
 # reindexing all run. The C logits (build/tests/oracle/logits) and the
 # oracle's (forward.py, with its fp32 path for the noise floor) are
 # compared row by row by compare.py, which fails outside its bounds. The
-# first seed also runs the bf16 and FP4-pool cache formats.
+# first seed also runs a long prompt (where YaRN's frequencies tell), its
+# short prompts in calls of 7 rows and of 1 (chunked prefill, decode), and
+# the bf16 and FP4-pool cache formats.
 #
 # Environment: TF_BIN (the programs), TF_ORACLE_LOGITS (the C driver),
 # TF_ORACLE_SEEDS (default "1 2 3"), TF_ORACLE_LENGTHS (default "3 29 64"),
+# TF_ORACLE_LONG (the first seed's long prompt, default 160; empty: none),
 # TF_ORACLE_KEEP=1 keeps the scratch folder.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3
 seeds=${TF_ORACLE_SEEDS:-1 2 3}
 lengths=${TF_ORACLE_LENGTHS:-3 29 64}
+long=${TF_ORACLE_LONG:-160}
 unset TF_LOG TF_THREADS
 
 if ! "$py" -c 'import numpy' 2>/dev/null; then
@@ -57,7 +61,9 @@ for s in $seeds; do
 	oargs=()
 	for f in "${fmts[@]}"; do
 		IFS=, read -r kv pool index <<<"$f"
-		for n in $lengths; do
+		ns=$lengths
+		[ "$f" = fp8,fp8,fp8 ] && [ "$s" = "${seeds%% *}" ] && ns="$ns $long"
+		for n in $ns; do
 			tag="seed $s $f n$n"
 			base=$work/$s-$kv-$pool-$index-$n
 			list=$(ids "$s" "$n")
@@ -69,6 +75,17 @@ for s in $seeds; do
 			fi
 			oargs+=(--ids "$list" --fmt "$f" -o "$base.npy")
 			groups+=("$tag" "$base.c.npy" "$base.npy" "$base.f32.npy")
+			# the first seed's prompts again in calls of 7 rows (ratio-2
+			# groups straddle calls) and of 1 (decode), against the same oracle
+			[ "$f" = fp8,fp8,fp8 ] && [ "$s" = "${seeds%% *}" ] && [ "$n" -le 64 ] &&
+				for k in 7 1; do
+					if "$TF_ORACLE_LOGITS" -j 2 --chunk $k "$pack" "$list" "$base.c$k.npy"; then
+						groups+=("$tag by $k" "$base.c$k.npy" "$base.npy" -)
+					else
+						echo "oracle: C logits failed ($tag by $k)"
+						fail=1
+					fi
+				done
 		done
 	done
 	"$py" "$here/forward.py" --floor "$pack" "${oargs[@]}" || { echo "oracle: forward.py failed"; fail=1; }
