@@ -1,6 +1,6 @@
 /* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
  * plain routes (health, models, metrics, tokenize), generation routes with
- * SSE, the stream writer, keepalive and disconnect detection, drain, and
+ * SSE, the stream writers, keepalive and disconnect detection, drain, and
  * --once. */
 #include "serve/server.h"
 
@@ -8,11 +8,11 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -122,8 +122,8 @@ enum conn_state {
  * socket, while MHD keeps the connection suspended and so never touches
  * the socket. This costs one send per event instead of MHD's resume (a
  * wakeup through its inter-thread pipe per connection and event), and each
- * writer delivers its streams in the engine's order. A socket that cannot take
- * a frame whole waits in the writer's epoll; the writer hands the
+ * writer delivers its streams in the engine's order. A socket that cannot
+ * take a frame whole waits in the writer's epoll; the writer hands the
  * connection back to MHD (resume) for the end of the stream (MHD writes
  * the last chunk), a client that left, a failure or a stop. The notes
  * counter closes the race between "nothing to send" and "park": a
@@ -151,7 +151,7 @@ struct conn {
 	pthread_mutex_t mu;   /* guards state */
 	enum conn_state state;
 	atomic_uint notes;    /* engine notifications so far */
-	atomic_bool gone;     /* the ticker saw the client leave */
+	atomic_bool gone;     /* the client left (seen by the ticker or a writer) */
 	_Atomic double last_write; /* monotonic seconds of the last bytes out */
 	struct conn *prev, *next; /* in s->gens while gen is set */
 };
