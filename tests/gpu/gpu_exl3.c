@@ -1,5 +1,6 @@
 /* gpu_exl3.c: the EXL3 kernels against the CPU codec (tf_exl3_matmul) on
- * random layers. The fused GEMV (kernels/exl3_gemv.cu): every bit width
+ * random layers. The fused GEMV (kernels/exl3_gemv.cu, and for one row
+ * kernels/exl3_gemv1.cu): every bit width
  * 1..8, the three codebooks, 1..16 rows, f32 and bf16 outputs, one slice
  * and many. The prefill path (kernels/exl3_gemm.cu + cuBLAS): the decoded
  * Ŵᵀ bit-exact with tf_exl3_decode, and 17..300 rows. The ragged experts
@@ -412,6 +413,21 @@ int main(void)
 				one(&dev, &ws, 2048, 256, bits, cb, rows, i == 2, 0, seed++);
 				one(&dev, &ws, 1024, 1152, bits, cb, rows, false, -1, seed++);
 				cases += 3;
+			}
+		}
+	/* One row (the v5 kernel, a cluster of 8 blocks per 128 columns):
+	 * every width and codebook, with idle ranks (K = 2304: 144 tile rows
+	 * over 8 × 24), and several rounds a thread (K = 8192, 16384). */
+	for (uint32_t bits = 1; bits <= 8; bits++)
+		for (int cb = 0; cb < 3; cb++) {
+			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
+				continue;
+			one(&dev, &ws, 2304, 384, bits, cb, 1, (bits + (uint32_t)cb) % 2 == 1, 0, seed++);
+			one(&dev, &ws, 8192, 256, bits, cb, 1, false, 0, seed++);
+			cases += 2;
+			if (bits % 4 == 0) {
+				one(&dev, &ws, 16384, 128, bits, cb, 1, false, 0, seed++);
+				cases++;
 			}
 		}
 	/* Release shapes of DeepSeek-V4.1 at the common widths. */
