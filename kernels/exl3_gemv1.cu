@@ -244,11 +244,11 @@ __device__ __forceinline__ void exl3_gemv1(const exl3_gemv1_args &a)
 	const int col = c8 * 16 + (hi16 ? 8 : 0) + (hi8 ? 4 : 0);
 	*reinterpret_cast<float4 *>(&part[warp][col]) = make_float4(r4[0], r4[1], r4[2], r4[3]);
 	__syncthreads();
-	if (tid < 128) {
+	for (int c = tid; c < 128; c += T) {
 		float s = 0.f;
 		for (int i = 0; i < nwarps; i++)
-			s += part[i][tid];
-		red[tid] = s;
+			s += part[i][c];
+		red[c] = s;
 	}
 	cluster.sync();
 
