@@ -33,11 +33,20 @@ static unsigned funcs_generation; /* of the module the handles came from */
 #define GEMV1_STATIC_SMEM (512 / 32 * 128 * 4 + 128 * 4) /* part[][] and red[] */
 #define CU_FUNC_ATTRIBUTE_NUM_REGS 4
 
-/* An on/off switch from the environment: on unless set to "0". */
-static bool env_on(const char *name)
+/* Opt-in switches: -1 until read from the environment (on when set to
+ * "1") or set by tf_cu_exl3_options. */
+static int opt_v5 = -1, opt_pdl = -1;
+
+static int env_flag(const char *name)
 {
 	const char *v = getenv(name);
-	return !v || strcmp(v, "0") != 0;
+	return v && !strcmp(v, "1");
+}
+
+void tf_cu_exl3_options(int v5, int pdl)
+{
+	opt_v5 = v5 < 0 ? env_flag("TF_CUDA_EXL3_GEMV1") : v5 != 0;
+	opt_pdl = pdl < 0 ? env_flag("TF_CUDA_PDL") : pdl != 0;
 }
 
 static int rows_slot(uint32_t rows, unsigned *tmpl)
@@ -175,13 +184,29 @@ static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *reg
 	return st;
 }
 
-/* One row: the v5 kernel, a dependent launch where the driver can. */
+/* Launch f on grid gx × gy, as a programmatic dependent launch when that
+ * is switched on and the driver has cuLaunchKernelEx. */
+static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned threads, unsigned shmem,
+                        tf_cu_stream s, void **params)
+{
+	if (opt_pdl < 0)
+		opt_pdl = env_flag("TF_CUDA_PDL");
+	if (opt_pdl && tf_cu->LaunchKernelEx) {
+		struct tf_cu_launch_attr attr = {.id = TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION};
+		attr.value.i = 1;
+		struct tf_cu_launch_config c = {
+			.gx = gx, .gy = gy, .gz = 1, .bx = threads, .by = 1, .bz = 1,
+			.shmem = shmem, .s = s, .attrs = &attr, .nattrs = 1,
+		};
+		return TF_CU(tf_cu->LaunchKernelEx(&c, f, params, NULL));
+	}
+	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, 1, threads, 1, 1, shmem, s, params, NULL));
+}
+
+/* One row: the v5 kernel. */
 static tf_status gemv1(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, tf_cu_ptr y, bool y_bf16, int sms,
                        tf_cu_stream s)
 {
-	static int pdl = -1;
-	if (pdl < 0)
-		pdl = env_on("TF_CUDA_PDL");
 	tf_cu_func f;
 	int regs;
 	tf_status st = get_func1(&L->g, &f, &regs);
@@ -196,18 +221,7 @@ static tf_status gemv1(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, tf_cu_ptr 
 		.k = (int32_t)L->g.k, .n = (int32_t)L->g.n, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	if (pdl && tf_cu->LaunchKernelEx) {
-		struct tf_cu_launch_attr attr = {.id = TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION};
-		attr.value.i = 1;
-		struct tf_cu_launch_config c = {
-			.gx = p.grid_x, .gy = GEMV1_RANKS, .gz = 1, .bx = p.threads, .by = 1, .bz = 1,
-			.shmem = p.shmem, .s = s, .attrs = &attr, .nattrs = 1,
-		};
-		st = TF_CU(tf_cu->LaunchKernelEx(&c, f, params, NULL));
-	} else {
-		st = TF_CU(tf_cu->LaunchKernel(f, p.grid_x, GEMV1_RANKS, 1, p.threads, 1, 1, p.shmem, s, params,
-		                               NULL));
-	}
+	st = launch(f, p.grid_x, GEMV1_RANKS, p.threads, p.shmem, s, params);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv1 %ux%u b%u %s (grid %ux%u, %u threads): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), p.grid_x, GEMV1_RANKS, p.threads);
@@ -218,16 +232,15 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
                           bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms, int blocks_per_sm,
                           tf_cu_stream s)
 {
-	static int v5 = -1;
 	tf_status st = tf_exl3_geom_check(&L->g);
 	if (st)
 		return tf_err(TF_ERR_ARG, "exl3 gemv: %s", tf_errmsg(st));
 	if (rows < 1 || rows > TF_CU_EXL3_ROWS_MAX)
 		return tf_err(TF_ERR_ARG, "exl3 gemv: %u rows (1..%d; more rows take the GEMM path)",
 		              rows, TF_CU_EXL3_ROWS_MAX);
-	if (v5 < 0)
-		v5 = env_on("TF_CUDA_EXL3_GEMV1");
-	if (rows == 1 && v5)
+	if (opt_v5 < 0)
+		opt_v5 = env_flag("TF_CUDA_EXL3_GEMV1");
+	if (rows == 1 && opt_v5)
 		return gemv1(L, x, y, y_bf16, sms, s);
 	struct tf_cu_exl3_plan p;
 	tf_cu_exl3_plan(&L->g, rows, sms, blocks_per_sm, &p);
@@ -246,7 +259,7 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	st = TF_CU(tf_cu->LaunchKernel(f, p.grid_x, p.slices, 1, 256, 1, 1, 0, s, params, NULL));
+	st = launch(f, p.grid_x, p.slices, 256, 0, s, params);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);

@@ -415,9 +415,11 @@ int main(void)
 				cases += 3;
 			}
 		}
-	/* One row (the v5 kernel, a cluster of 8 blocks per 128 columns):
-	 * every width and codebook, with idle ranks (K = 2304: 144 tile rows
-	 * over 8 × 24), and several rounds a thread (K = 8192, 16384). */
+	/* One row on the opt-in v5 kernel (a cluster of 8 blocks per 128
+	 * columns) as a dependent launch: every width and codebook, with idle
+	 * ranks (K = 2304: 144 tile rows over 8 × 24), and several rounds a
+	 * thread (K = 8192, 16384). */
+	tf_cu_exl3_options(1, 1);
 	for (uint32_t bits = 1; bits <= 8; bits++)
 		for (int cb = 0; cb < 3; cb++) {
 			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
@@ -430,6 +432,7 @@ int main(void)
 				cases++;
 			}
 		}
+	tf_cu_exl3_options(-1, -1);
 	/* Release shapes of DeepSeek-V4.1 at the common widths. */
 	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {4096, 1024}, {1280, 8192}};
 	for (size_t s = 0; s < (quick ? 0u : 4u); s++)

@@ -426,11 +426,20 @@ START_TEST(exl3_gemv_args)
 	L.g.k = 512;
 #if TF_CUDA
 	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_OK);
-	/* One row needs no workspace (the v5 kernel reduces in a cluster). */
+	/* One row on v5 needs no workspace (it reduces in a cluster), with and
+	 * without the dependent launch (the fake has no cuLaunchKernelEx). */
+	tf_cu_exl3_options(1, 1);
 	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_OK);
+	tf_cu_exl3_options(1, 0);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_OK);
+	tf_cu_exl3_options(0, 0);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_ERR_ARG);
+	tf_cu_exl3_options(-1, -1);
 #else
 	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_ERR_UNAVAILABLE);
+	tf_cu_exl3_options(1, 0);
 	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_ERR_UNAVAILABLE);
+	tf_cu_exl3_options(-1, -1);
 #endif
 	tf_cu_exl3_ws_release(&ws);
 	cleanup();
