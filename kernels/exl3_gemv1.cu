@@ -4,10 +4,13 @@
  * fp16(Ĥ(x ⊙ suh)) per 128-block of k, a = u · Ŵ, y = (a · Ĥ_N) ⊙ svh.
  * What differs is who decodes what:
  *
- * - One lane owns whole 16×16 tiles. It loads a tile's 32·B bytes with
- *   16-byte loads (the 8 lanes of a column group read 8 neighbouring tiles,
- *   so a warp reads 4 contiguous runs of 8 tiles), and decodes all 256
- *   states from its own registers: every state's word, shift and byte
+ * - One lane owns whole 16×16 tiles. A warp's tiles of a round are 4 runs
+ *   of 8 neighbouring tiles (256·B contiguous bytes each); the warp reads
+ *   them with coalesced 16-byte loads (v6; v5 had each lane read its own
+ *   tile, 32 lines per load instruction) into a swizzled staging area in
+ *   shared memory, each lane takes its tile from there, and the next
+ *   round's loads go out before this round's decode. The lane decodes all
+ *   256 states from its own registers: every state's word, shift and byte
  *   selector is a compile-time constant. A state is one byte permute out of
  *   a "view" of the stream (the words shifted left by σ bits, one funnel
  *   shift per word and σ, shared by the states that use it), so the decode
@@ -33,7 +36,7 @@
  *
  * Launch: grid (N/128, 8), cluster (1, 8, 1) (compiled in), T threads
  * (a multiple of 64, at most 512), dynamic shared memory 4·T·ceil(KT/T)
- * bytes for u (KT = K/16). Names: tf_exl3_gemv1_b<B>_cb<CB>. */
+ * bytes for u (KT = K/16) then 16·T·B for the staging areas. Names: tf_exl3_gemv1_b<B>_cb<CB>. */
 #include <cooperative_groups.h>
 
 #include "kernels/exl3_common.cuh"
@@ -129,17 +132,31 @@ __device__ __forceinline__ void gv1_tile(const uint32_t (&w)[8 * B], const __hal
 	gv1_cols<B, CB, 7>(w, u, acc);
 }
 
-template <int B>
-__device__ __forceinline__ void gv1_load(const uint32_t *tile, uint32_t (&w)[8 * B])
+/* 16-byte slot s of a warp's staging area, XOR-swizzled inside each run of
+ * 8 slots so that both the coalesced writes (32 consecutive slots) and the
+ * per-thread reads (slots L·2B + i) spread over the banks. */
+__device__ __forceinline__ int gv1_slot(int s)
 {
-	const uint4 *p = reinterpret_cast<const uint4 *>(tile);
+	return s ^ ((s >> 3) & 7);
+}
+
+/* A warp's tiles of one round, coalesced: the warp's 4 tile rows are 4
+ * runs of 8 neighbouring tiles (256·B contiguous bytes each); load j of
+ * lane l is chunk g = 32j + l, run g / 16B, byte 16·(g mod 16B) of it,
+ * and g is also the staging slot of the thread that owns that chunk
+ * (thread 8·run + tile, chunk i at slot thread·2B + i). Runs at or past
+ * KT are skipped. */
+template <int B>
+__device__ __forceinline__ void gv1_fetch(const uint32_t *trellis, int row0, int KT, int NT, int col0,
+                                          int lane, uint4 (&stg)[2 * B])
+{
 #pragma unroll
-	for (int i = 0; i < 2 * B; i++) {
-		const uint4 v = __ldcs(p + i);
-		w[4 * i + 0] = v.x;
-		w[4 * i + 1] = v.y;
-		w[4 * i + 2] = v.z;
-		w[4 * i + 3] = v.w;
+	for (int j = 0; j < 2 * B; j++) {
+		const int g = 32 * j + lane, run = g / (16 * B), q = g - run * 16 * B;
+		uint4 v = make_uint4(0u, 0u, 0u, 0u);
+		if (row0 + run < KT)
+			v = __ldcs(reinterpret_cast<const uint4 *>(trellis + ((size_t)(row0 + run) * NT + col0) * 8 * B) + q);
+		stg[j] = v;
 	}
 }
 
@@ -148,6 +165,7 @@ __device__ __forceinline__ void exl3_gemv1(const exl3_gemv1_args &a)
 {
 	extern __shared__ __align__(16) unsigned char gv1_dyn[];
 	__half *us = reinterpret_cast<__half *>(gv1_dyn); /* [rounds · T/8][16] */
+	/* after u: each warp's staging area, 32 · 2B slots of 16 bytes */
 	__shared__ __align__(16) float part[GEMV1_THREADS_MAX / 32][128];
 	__shared__ __align__(16) float red[128];
 
@@ -159,17 +177,17 @@ __device__ __forceinline__ void exl3_gemv1(const exl3_gemv1_args &a)
 	const int KT = a.k >> 4, NT = a.n >> 4;
 	const int rows_per = T >> 3;
 	const int rho = tid >> 3, c8 = tid & 7;
-	const int tcol = nb * 8 + c8;
 	const int row_base = rank * rows_per;
 	constexpr int WORDS = 8 * B;
 
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
-	/* The first tile's loads go out before anything else. */
-	uint32_t w[WORDS];
-	int row = row_base + rho;
-	if (row < KT)
-		gv1_load<B>(a.trellis + ((size_t)row * NT + tcol) * WORDS, w);
+	/* The first round's loads go out before anything else. */
+	const int rounds = row_base < KT ? (KT - row_base + T - 1) / T : 0;
+	const int wrow0 = row_base + 4 * warp; /* the warp's first tile row */
+	uint4 stg[2 * B];
+	gv1_fetch<B>(a.trellis, wrow0, KT, NT, nb * 8, lane, stg);
+	uint4 *stage = reinterpret_cast<uint4 *>(gv1_dyn + (size_t)rounds * T * 4) + (size_t)warp * 64 * B;
 
 	/* x (and y) belong to the launches before this one. */
 	asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -177,7 +195,6 @@ __device__ __forceinline__ void exl3_gemv1(const exl3_gemv1_args &a)
 	/* u for this block's rows, one 128-block (8 k-tile rows) a warp at a
 	 * time: round m, block j covers rows row_base + m·T + 8j .. +7. */
 	const int qper = rows_per >> 3;
-	const int rounds = row_base < KT ? (KT - row_base + T - 1) / T : 0;
 	for (int q = warp; q < rounds * qper; q += nwarps) {
 		const int m = q / qper, j = q - m * qper;
 		const int r0 = row_base + m * T + 8 * j;
@@ -209,22 +226,46 @@ __device__ __forceinline__ void exl3_gemv1(const exl3_gemv1_args &a)
 #pragma unroll
 	for (int i = 0; i < 16; i++)
 		acc[i] = 0.f;
-	for (int m = 0; row < KT; m++) {
-		const uint4 *up = reinterpret_cast<const uint4 *>(us + (size_t)(m * rows_per + rho) * 16);
-		const uint4 ua = up[0], ub = up[1];
-		__half2 u[8];
-		u[0] = *reinterpret_cast<const __half2 *>(&ua.x);
-		u[1] = *reinterpret_cast<const __half2 *>(&ua.y);
-		u[2] = *reinterpret_cast<const __half2 *>(&ua.z);
-		u[3] = *reinterpret_cast<const __half2 *>(&ua.w);
-		u[4] = *reinterpret_cast<const __half2 *>(&ub.x);
-		u[5] = *reinterpret_cast<const __half2 *>(&ub.y);
-		u[6] = *reinterpret_cast<const __half2 *>(&ub.z);
-		u[7] = *reinterpret_cast<const __half2 *>(&ub.w);
-		gv1_tile<B, CB>(w, u, acc);
+	int row = row_base + rho;
+	for (int m = 0; m < rounds; m++) {
+		/* Through the staging area to the owners. */
+#pragma unroll
+		for (int j = 0; j < 2 * B; j++)
+			if (wrow0 + m * T + (32 * j + lane) / (16 * B) < KT)
+				stage[gv1_slot(32 * j + lane)] = stg[j];
+		__syncwarp();
+		uint32_t w[WORDS];
+#pragma unroll
+		for (int i = 0; i < 2 * B; i++) {
+			const uint4 v = stage[gv1_slot(lane * 2 * B + i)];
+			w[4 * i + 0] = v.x;
+			w[4 * i + 1] = v.y;
+			w[4 * i + 2] = v.z;
+			w[4 * i + 3] = v.w;
+		}
+		__syncwarp();
+		/* The next round's loads: before this round's decode where the
+		 * registers allow it (b ≤ 2), else after it. */
+		constexpr bool EARLY = B <= 2;
+		if (EARLY)
+			gv1_fetch<B>(a.trellis, wrow0 + (m + 1) * T, KT, NT, nb * 8, lane, stg);
+		if (row < KT) {
+			const uint4 *up = reinterpret_cast<const uint4 *>(us + (size_t)(m * rows_per + rho) * 16);
+			const uint4 ua = up[0], ub = up[1];
+			__half2 u[8];
+			u[0] = *reinterpret_cast<const __half2 *>(&ua.x);
+			u[1] = *reinterpret_cast<const __half2 *>(&ua.y);
+			u[2] = *reinterpret_cast<const __half2 *>(&ua.z);
+			u[3] = *reinterpret_cast<const __half2 *>(&ua.w);
+			u[4] = *reinterpret_cast<const __half2 *>(&ub.x);
+			u[5] = *reinterpret_cast<const __half2 *>(&ub.y);
+			u[6] = *reinterpret_cast<const __half2 *>(&ub.z);
+			u[7] = *reinterpret_cast<const __half2 *>(&ub.w);
+			gv1_tile<B, CB>(w, u, acc);
+		}
 		row += T;
-		if (row < KT)
-			gv1_load<B>(a.trellis + ((size_t)row * NT + tcol) * WORDS, w);
+		if (!EARLY)
+			gv1_fetch<B>(a.trellis, wrow0 + (m + 1) * T, KT, NT, nb * 8, lane, stg);
 	}
 
 	/* Lanes l, l^8, l^16, l^24 share a column group: a reduce-scatter

@@ -31,6 +31,7 @@ static unsigned funcs_generation; /* of the module the handles came from */
 
 #define GEMV1_RANKS 8
 #define GEMV1_STATIC_SMEM (512 / 32 * 128 * 4 + 128 * 4) /* part[][] and red[] */
+#define GEMV1_SHMEM_MAX (200 * 1024) /* dynamic, under the 227 KiB a block may opt in to */
 #define CU_FUNC_ATTRIBUTE_NUM_REGS 4
 
 /* Opt-in switches: -1 until read from the environment (on when set to
@@ -115,7 +116,7 @@ void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf
 	unsigned long best = 0;
 	p->grid_x = g->n / 128;
 	for (unsigned t = 64; t <= 512; t += 64) {
-		unsigned rounds = (kt + t - 1) / t, shmem = rounds * t * 4;
+		unsigned rounds = (kt + t - 1) / t, shmem = rounds * t * 4 + 16 * t * g->bits;
 		unsigned per_sm = 65536 / (r * t);
 		if (per_sm > 2048 / t)
 			per_sm = 2048 / t;
@@ -174,9 +175,14 @@ static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *reg
 		char name[64];
 		snprintf(name, sizeof(name), "tf_exl3_gemv1_b%u_cb%d", g->bits, (int)g->cb);
 		int r = 0;
-		if (!(st = tf_cu_kernel(name, c)) &&
-		    tf_cu->FuncGetAttribute(&r, CU_FUNC_ATTRIBUTE_NUM_REGS, *c) == 0 && r > 0 && r <= 255)
-			regs1[g->bits][g->cb] = r;
+		if (!(st = tf_cu_kernel(name, c))) {
+			if (tf_cu->FuncGetAttribute(&r, CU_FUNC_ATTRIBUTE_NUM_REGS, *c) == 0 && r > 0 && r <= 255)
+				regs1[g->bits][g->cb] = r;
+			st = TF_CU(tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+			                                   GEMV1_SHMEM_MAX));
+			if (st)
+				*c = NULL;
+		}
 	}
 	*f = *c;
 	*regs = regs1[g->bits][g->cb];
@@ -214,7 +220,7 @@ static tf_status gemv1(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, tf_cu_ptr 
 		return st;
 	struct tf_cu_exl3_plan1 p;
 	tf_cu_exl3_plan1(&L->g, sms, regs, &p);
-	if (p.shmem + GEMV1_STATIC_SMEM > 48 * 1024)
+	if (p.shmem > GEMV1_SHMEM_MAX)
 		return tf_err(TF_ERR_ARG, "exl3 gemv: K = %u is past the one-row kernel's shared memory", L->g.k);
 	struct gemv1_args a = {
 		.trellis = L->trellis, .suh = L->suh, .svh = L->svh, .x = x, .y = y,

@@ -60,7 +60,8 @@ void tf_cu_exl3_options(int v5, int pdl);
 /* How a one-row launch (the v5 kernel, kernels/exl3_gemv1.cu) is cut: a
  * cluster of 8 blocks per 128 columns (grid n/128 × 8), threads per block
  * (a multiple of 64, at most 512; each thread owns one 16×16 tile column
- * and rounds k-tiles of it), the dynamic shared memory for u. regs: the
+ * and rounds k-tiles of it), the dynamic shared memory for u and the
+ * staging areas. regs: the
  * kernel's registers a thread (0: assume 128). Picks the threads that
  * minimise waves × rounds over the sms processors, the fewest on a tie. */
 struct tf_cu_exl3_plan1 {
