@@ -36,7 +36,7 @@
  *
  * Launch: grid (N/128, 8), cluster (1, 8, 1) (compiled in), T threads
  * (a multiple of 64, at most 512), dynamic shared memory 4·T·ceil(KT/T)
- * bytes for u (KT = K/16) then 16·T·B for the staging areas. Names: tf_exl3_gemv1_b<B>_cb<CB>. */
+ * bytes for u (KT = K/16) then 32·T·B for the staging areas. Names: tf_exl3_gemv1_b<B>_cb<CB>. */
 #include <cooperative_groups.h>
 
 #include "kernels/exl3_common.cuh"

@@ -116,7 +116,7 @@ void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf
 	unsigned long best = 0;
 	p->grid_x = g->n / 128;
 	for (unsigned t = 64; t <= 512; t += 64) {
-		unsigned rounds = (kt + t - 1) / t, shmem = rounds * t * 4 + 16 * t * g->bits;
+		unsigned rounds = (kt + t - 1) / t, shmem = rounds * t * 4 + 32 * t * g->bits;
 		unsigned per_sm = 65536 / (r * t);
 		if (per_sm > 2048 / t)
 			per_sm = 2048 / t;

@@ -395,7 +395,7 @@ START_TEST(exl3_plan1)
 		ck_assert_uint_le(p.threads, 512);
 		ck_assert_uint_ge(p.rounds * p.threads, kt);
 		ck_assert_uint_lt((p.rounds - 1) * p.threads, kt);
-		ck_assert_uint_eq(p.shmem, p.rounds * p.threads * 4 + 16 * p.threads * g.bits);
+		ck_assert_uint_eq(p.shmem, p.rounds * p.threads * 4 + 32 * p.threads * g.bits);
 		if (want[i])
 			ck_assert_msg(p.threads == want[i], "%ux%u: %u threads, want %u", g.k, g.n, p.threads,
 			              want[i]);
