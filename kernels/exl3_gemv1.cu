@@ -1,4 +1,6 @@
-/* exl3_gemv1.cu: the EXL3 matmul for one row (decode), kernels/NOTES.md v5.
+/* exl3_gemv1.cu: the EXL3 matmul for one row (decode), kernels/NOTES.md v5
+ * and v6. Opt-in ($TF_CUDA_EXL3_GEMV1=1): on the H200 it measured slower
+ * than exl3_gemv.cu's one-row body, which stays the default.
  *
  * Same math as exl3_gemv.cu (shared/reference/exl3-format.md §5): u =
  * fp16(Ĥ(x ⊙ suh)) per 128-block of k, a = u · Ŵ, y = (a · Ĥ_N) ⊙ svh.
@@ -9,7 +11,8 @@
  *   them with coalesced 16-byte loads (v6; v5 had each lane read its own
  *   tile, 32 lines per load instruction) into a swizzled staging area in
  *   shared memory, each lane takes its tile from there, and the next
- *   round's loads go out before this round's decode. The lane decodes all
+ *   round's loads go out before this round's decode (b ≤ 2; after it for
+ *   wider codes, for registers). The lane decodes all
  *   256 states from its own registers: every state's word, shift and byte
  *   selector is a compile-time constant. A state is one byte permute out of
  *   a "view" of the stream (the words shifted left by σ bits, one funnel
@@ -36,7 +39,8 @@
  *
  * Launch: grid (N/128, 8), cluster (1, 8, 1) (compiled in), T threads
  * (a multiple of 64, at most 512), dynamic shared memory 4·T·ceil(KT/T)
- * bytes for u (KT = K/16) then 32·T·B for the staging areas. Names: tf_exl3_gemv1_b<B>_cb<CB>. */
+ * bytes for u (KT = K/16) then 32·T·B for the staging areas. Names:
+ * tf_exl3_gemv1_b<B>_cb<CB>. */
 #include <cooperative_groups.h>
 
 #include "kernels/exl3_common.cuh"
