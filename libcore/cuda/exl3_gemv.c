@@ -32,7 +32,6 @@ static unsigned funcs_generation; /* of the module the handles came from */
 #define GEMV1_RANKS 8
 #define GEMV1_STATIC_SMEM (512 / 32 * 128 * 4 + 128 * 4) /* part[][] and red[] */
 #define GEMV1_SHMEM_MAX (200 * 1024) /* dynamic, under the 227 KiB a block may opt in to */
-#define CU_FUNC_ATTRIBUTE_NUM_REGS 4
 
 /* Opt-in switches: -1 until read from the environment (on when set to
  * "1") or set by tf_cu_exl3_options. */
@@ -176,7 +175,7 @@ static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *reg
 		snprintf(name, sizeof(name), "tf_exl3_gemv1_b%u_cb%d", g->bits, (int)g->cb);
 		int r = 0;
 		if (!(st = tf_cu_kernel(name, c))) {
-			if (tf_cu->FuncGetAttribute(&r, CU_FUNC_ATTRIBUTE_NUM_REGS, *c) == 0 && r > 0 && r <= 255)
+			if (tf_cu->FuncGetAttribute(&r, TF_CU_FUNC_ATTRIBUTE_NUM_REGS, *c) == 0 && r > 0 && r <= 255)
 				regs1[g->bits][g->cb] = r;
 			st = TF_CU(tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
 			                                   GEMV1_SHMEM_MAX));

@@ -255,6 +255,7 @@ START_TEST(attr_table_matches_cuda_h)
 		{"CU_MEM_LOCATION_TYPE_DEVICE", TF_CU_MEM_LOCATION_TYPE_DEVICE},
 		{"CU_MEM_ALLOC_GRANULARITY_RECOMMENDED", TF_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED},
 		{"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES},
+		{"CU_FUNC_ATTRIBUTE_NUM_REGS", TF_CU_FUNC_ATTRIBUTE_NUM_REGS},
 	};
 	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
 		ck_assert_msg(cuda_h_value(text, more[i].name) == more[i].value, "%s: ours %d, cuda.h %d",
