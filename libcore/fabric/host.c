@@ -152,10 +152,47 @@ static void deliver(const struct call *c, const uint32_t *lens, int world, const
 	}
 }
 
+/* ---- the collective entry points, shared by both flavours ---- */
+
+typedef tf_status (*call_fn)(struct tf_comm *base, int kind, const void *send, void *recv,
+			     size_t count, enum tf_dtype dt, enum tf_redop op, size_t stride,
+			     const uint32_t *lens, int peer);
+
+/* Every host comm starts with this: the entry points below hand each
+ * collective to the flavour's call. */
+struct hbase {
+	struct tf_comm base;
+	call_fn call;
+};
+
+static tf_status hb_all_reduce(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
+			       enum tf_redop op, tf_cu_stream st)
+{
+	return ((struct hbase *)c)->call(c, K_REDUCE, s, r, n, dt, op, 0, NULL, -1);
+}
+static tf_status hb_all_gather(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
+			       tf_cu_stream st)
+{
+	return ((struct hbase *)c)->call(c, K_GATHER, s, r, n, dt, 0, 0, NULL, -1);
+}
+static tf_status hb_all_gather_v(struct tf_comm *c, const void *s, void *r, size_t stride,
+				 const uint32_t *lens, tf_cu_stream st)
+{
+	return ((struct hbase *)c)->call(c, K_GATHER_V, s, r, 0, TF_DTYPE_U8, 0, stride, lens, -1);
+}
+static tf_status hb_exchange(struct tf_comm *c, const void *s, void *r, size_t n, int peer, tf_cu_stream st)
+{
+	return ((struct hbase *)c)->call(c, K_EXCHANGE, s, r, n, TF_DTYPE_U8, 0, 0, NULL, peer);
+}
+static tf_status hb_barrier(struct tf_comm *c)
+{
+	return ((struct hbase *)c)->call(c, K_BARRIER, NULL, NULL, 0, TF_DTYPE_U8, 0, 0, NULL, -1);
+}
+
 /* ---- between threads ---- */
 
 struct hcomm {
-	struct tf_comm base;
+	struct hbase hb;
 	struct tf_host_group *g;
 	uint64_t seq;
 };
@@ -248,29 +285,6 @@ static tf_status thread_call(struct tf_comm *base, int kind, const void *send, v
 	return st2;
 }
 
-static tf_status th_all_reduce(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
-			       enum tf_redop op, tf_cu_stream st)
-{
-	return thread_call(c, K_REDUCE, s, r, n, dt, op, 0, NULL, -1);
-}
-static tf_status th_all_gather(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
-			       tf_cu_stream st)
-{
-	return thread_call(c, K_GATHER, s, r, n, dt, 0, 0, NULL, -1);
-}
-static tf_status th_all_gather_v(struct tf_comm *c, const void *s, void *r, size_t stride,
-				 const uint32_t *lens, tf_cu_stream st)
-{
-	return thread_call(c, K_GATHER_V, s, r, 0, TF_DTYPE_U8, 0, stride, lens, -1);
-}
-static tf_status th_exchange(struct tf_comm *c, const void *s, void *r, size_t n, int peer, tf_cu_stream st)
-{
-	return thread_call(c, K_EXCHANGE, s, r, n, TF_DTYPE_U8, 0, 0, NULL, peer);
-}
-static tf_status th_barrier(struct tf_comm *c)
-{
-	return thread_call(c, K_BARRIER, NULL, NULL, 0, TF_DTYPE_U8, 0, 0, NULL, -1);
-}
 static tf_status th_check(struct tf_comm *c)
 {
 	struct tf_host_group *g = ((struct hcomm *)c)->g;
@@ -294,8 +308,8 @@ static void th_free(struct tf_comm *c)
 	(void)c; /* owned by the group */
 }
 
-static const struct tf_comm_ops thread_ops = {th_all_reduce, th_all_gather, th_all_gather_v,
-					      th_exchange, th_barrier, th_check, th_abort, th_free};
+static const struct tf_comm_ops thread_ops = {hb_all_reduce, hb_all_gather, hb_all_gather_v,
+					      hb_exchange, hb_barrier, th_check, th_abort, th_free};
 
 tf_status tf_host_group_new(int world, double timeout_s, struct tf_host_group **out)
 {
@@ -308,14 +322,14 @@ tf_status tf_host_group_new(int world, double timeout_s, struct tf_host_group **
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->cv, NULL);
 	for (int r = 0; r < world; r++)
-		g->comm[r] = (struct hcomm){{&thread_ops, world, r, false, "host-threads", 0}, g, 0};
+		g->comm[r] = (struct hcomm){{{&thread_ops, world, r, false, "host-threads", 0}, thread_call}, g, 0};
 	*out = g;
 	return TF_OK;
 }
 
 struct tf_comm *tf_host_group_comm(struct tf_host_group *g, int rank)
 {
-	return rank >= 0 && rank < g->world ? &g->comm[rank].base : NULL;
+	return rank >= 0 && rank < g->world ? &g->comm[rank].hb.base : NULL;
 }
 
 void tf_host_group_free(struct tf_host_group *g)
@@ -330,7 +344,7 @@ void tf_host_group_free(struct tf_host_group *g)
 /* ---- between processes, through rank 0 ---- */
 
 struct tcomm {
-	struct tf_comm base;
+	struct hbase hb;
 	struct tf_boot *boot;
 	uint64_t seq;
 	bool dead;
@@ -451,29 +465,6 @@ fail:
 	return tf_err_wrap(st, "host %s (rank %d): ", kind_name[kind], rank);
 }
 
-static tf_status tc_all_reduce(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
-			       enum tf_redop op, tf_cu_stream st)
-{
-	return tcp_call(c, K_REDUCE, s, r, n, dt, op, 0, NULL, -1);
-}
-static tf_status tc_all_gather(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
-			       tf_cu_stream st)
-{
-	return tcp_call(c, K_GATHER, s, r, n, dt, 0, 0, NULL, -1);
-}
-static tf_status tc_all_gather_v(struct tf_comm *c, const void *s, void *r, size_t stride,
-				 const uint32_t *lens, tf_cu_stream st)
-{
-	return tcp_call(c, K_GATHER_V, s, r, 0, TF_DTYPE_U8, 0, stride, lens, -1);
-}
-static tf_status tc_exchange(struct tf_comm *c, const void *s, void *r, size_t n, int peer, tf_cu_stream st)
-{
-	return tcp_call(c, K_EXCHANGE, s, r, n, TF_DTYPE_U8, 0, 0, NULL, peer);
-}
-static tf_status tc_barrier(struct tf_comm *c)
-{
-	return tcp_call(c, K_BARRIER, NULL, NULL, 0, TF_DTYPE_U8, 0, 0, NULL, -1);
-}
 static tf_status tc_check(struct tf_comm *c)
 {
 	return ((struct tcomm *)c)->dead ? tf_err(TF_ERR_CANCELLED, "host comm failed earlier") : TF_OK;
@@ -491,17 +482,17 @@ static void tc_free(struct tf_comm *c)
 	free(c);
 }
 
-static const struct tf_comm_ops tcp_ops = {tc_all_reduce, tc_all_gather, tc_all_gather_v,
-					   tc_exchange, tc_barrier, tc_check, tc_abort, tc_free};
+static const struct tf_comm_ops tcp_ops = {hb_all_reduce, hb_all_gather, hb_all_gather_v,
+					   hb_exchange, hb_barrier, tc_check, tc_abort, tc_free};
 
 tf_status tf_comm_host_new(struct tf_boot *boot, struct tf_comm **out)
 {
 	struct tcomm *t = calloc(1, sizeof *t);
 	if (!t)
 		return tf_err(TF_ERR_NOMEM, "host comm: out of memory");
-	t->base = (struct tf_comm){&tcp_ops, boot->world, boot->rank, false, "host", 0};
+	t->hb = (struct hbase){{&tcp_ops, boot->world, boot->rank, false, "host", 0}, tcp_call};
 	t->boot = boot;
-	*out = &t->base;
+	*out = &t->hb.base;
 	return TF_OK;
 }
 

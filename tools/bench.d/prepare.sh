@@ -72,7 +72,7 @@ for mode in cold warm shm; do
 	wall=$(paste -d' ' "$work/cat.t" "$work/prep.t" | awk '{ print $1 / $3 }' | median)
 	cpu=$(paste -d' ' "$work/cat.t" "$work/prep.t" | awk '{ print $2 / $4 }' | median)
 	printf '%s: shards %.1f MB, %d runs: median ratio (cat / tf-prepare) wall %.2f, cpu %.2f\n' \
-		"$mode" "$(echo "$bytes / 1000000" | bc -l)" "$reps" "$wall" "$cpu"
+		"$mode" "$(awk -v b="$bytes" 'BEGIN { print b / 1e6 }')" "$reps" "$wall" "$cpu"
 done
 # The disk's bound: tf-prepare reads the shards and writes as many bytes,
 # synced. Direct reads and writes of the same size, alone and at once.
@@ -93,7 +93,8 @@ for _ in 1 2 3; do
 	wait
 	t3=$(date +%s.%N)
 	rm -f "$work/w.bin"
-	awk -v r="$(echo "$t1 - $t0" | bc)" -v w="$(echo "$t2 - $t1" | bc)" -v rw="$(echo "$t3 - $t2" | bc)" 'BEGIN {
+	awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v mb="$mb" 'BEGIN {
+		r = t1 - t0; w = t2 - t1; rw = t3 - t2
 		printf "disk, %s MiB direct: read %.3f s, write+fsync %.3f s, both at once %.3f s; read / both %.2f\n",
-			'"$mb"', r, w, rw, r / rw }'
+			mb, r, w, rw, r / rw }'
 done
