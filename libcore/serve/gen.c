@@ -2,6 +2,7 @@
  * stop strings, deltas, and the OpenAI and Anthropic wire shapes. */
 #include "serve/gen.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -49,6 +50,18 @@ struct tf_gen {
 	uint32_t events;
 	double itl_sum, itl_max;
 	uint32_t itl_n[TF_METRICS_NB + 1];
+	/* Log-probabilities (OpenAI routes): the entries of tokens not yet
+	 * written, comma-separated JSON: chat content entries, or the four
+	 * lists of a completion (tokens, token_logprobs, top_logprobs,
+	 * text_offset). A whole reply writes them all at the end. */
+	bool lp;
+	uint8_t ntop;
+	size_t lp_read;               /* tokens whose logprobs were taken */
+	struct tf_engine_logprob *lpv;/* scratch for one read */
+	struct tf_buf lp_chat, lp_list[4];
+	size_t lp_count;              /* entries pending */
+	size_t text_chars;            /* characters of the tokens so far (text_offset) */
+	struct tf_buf tok;            /* scratch: one token's bytes, fixed */
 };
 
 static double now_s(void)
@@ -91,9 +104,11 @@ static const char *anthropic_type(int status)
 	return "api_error";
 }
 
+/* Reals with 9 significant digits: every float (logprobs) round-trips,
+ * without the noise of its nearest double. */
 static char *dump(json_t *v)
 {
-	char *s = json_dumps(v, JSON_COMPACT);
+	char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(v);
 	return s;
 }
@@ -172,6 +187,137 @@ static void note_event(struct tf_gen *g)
 	g->t_last_event = t;
 }
 
+/* ---- log-probabilities ---- */
+
+static void lp_number(struct tf_buf *b, float v)
+{
+	/* -9999 stands for a token the row gives no chance (as OpenAI writes it) */
+	tf_buf_printf(b, "%.9g", isfinite(v) ? (double)v : -9999.0);
+}
+
+/* The text of token id into g->tok (invalid bytes as U+FFFD); raw bytes
+ * into *raw when raw is not NULL. */
+static void token_text(struct tf_gen *g, int32_t id, struct tf_buf *raw)
+{
+	const struct tf_family *f = g->env->family;
+	struct tf_buf b = TF_BUF_INIT;
+	tf_buf_reset(&g->tok);
+	if (f->decode(f->ctx, &id, 1, &b) == TF_OK && b.len)
+		tf_utf8_fix(b.data, b.len, &g->tok);
+	if (raw) {
+		tf_buf_reset(raw);
+		tf_buf_append(raw, b.data ? b.data : "", b.len);
+	}
+	tf_buf_release(&b);
+}
+
+static void chat_entry(struct tf_gen *g, struct tf_buf *o, int32_t id, float lp)
+{
+	struct tf_buf raw = TF_BUF_INIT;
+	token_text(g, id, &raw);
+	tf_buf_puts(o, "{\"token\":");
+	tf_json_quote(o, g->tok.data ? g->tok.data : "", g->tok.len);
+	tf_buf_puts(o, ",\"logprob\":");
+	lp_number(o, lp);
+	tf_buf_puts(o, ",\"bytes\":[");
+	for (size_t i = 0; i < raw.len; i++)
+		tf_buf_printf(o, i ? ",%u" : "%u", (unsigned)(uint8_t)raw.data[i]);
+	tf_buf_puts(o, "]");
+	tf_buf_release(&raw);
+}
+
+/* Record the log-probabilities of one generated token. */
+static void lp_add(struct tf_gen *g, int32_t id, const struct tf_engine_logprob *l)
+{
+	unsigned ntop = l->ntop < g->ntop ? l->ntop : g->ntop;
+	if (g->req.api == TF_API_CHAT) {
+		struct tf_buf *o = &g->lp_chat;
+		if (g->lp_count)
+			tf_buf_puts(o, ",");
+		chat_entry(g, o, id, l->logprob);
+		tf_buf_puts(o, ",\"top_logprobs\":[");
+		for (unsigned k = 0; k < ntop; k++) {
+			if (k)
+				tf_buf_puts(o, ",");
+			chat_entry(g, o, l->top_ids[k], l->top_lp[k]);
+			tf_buf_puts(o, "}");
+		}
+		tf_buf_puts(o, "]}");
+		g->lp_count++;
+		return;
+	}
+	struct tf_buf *t = &g->lp_list[0], *v = &g->lp_list[1], *top = &g->lp_list[2],
+		      *off = &g->lp_list[3];
+	const char *sep = g->lp_count ? "," : "";
+	/* The alternatives as an object: a text that two ids share keeps the first. */
+	tf_buf_printf(top, "%s{", sep);
+	char seen[TF_ENGINE_TOP_MAX][64];
+	unsigned nseen = 0;
+	for (unsigned k = 0; k < ntop; k++) {
+		token_text(g, l->top_ids[k], NULL);
+		const char *s = g->tok.data ? g->tok.data : "";
+		bool dup = false;
+		for (unsigned q = 0; q < nseen && !dup; q++)
+			dup = g->tok.len < sizeof(seen[q]) && !strcmp(seen[q], s);
+		if (dup)
+			continue;
+		if (g->tok.len < sizeof(seen[0]))
+			snprintf(seen[nseen++], sizeof(seen[0]), "%s", s);
+		if (k)
+			tf_buf_puts(top, ",");
+		tf_json_quote(top, s, g->tok.len);
+		tf_buf_puts(top, ":");
+		lp_number(top, l->top_lp[k]);
+	}
+	tf_buf_puts(top, "}");
+	token_text(g, id, NULL);
+	tf_buf_puts(t, sep);
+	tf_json_quote(t, g->tok.data ? g->tok.data : "", g->tok.len);
+	tf_buf_puts(v, sep);
+	lp_number(v, l->logprob);
+	tf_buf_printf(off, "%s%zu", sep, g->text_chars);
+	for (size_t i = 0; i < g->tok.len; i++) /* characters: bytes that start one */
+		g->text_chars += ((uint8_t)g->tok.data[i] & 0xc0) != 0x80;
+	g->lp_count++;
+}
+
+/* Append the pending entries as a choice's "logprobs" value and clear
+ * them; null when the request did not ask. */
+static void lp_flush(struct tf_gen *g, struct tf_buf *o)
+{
+	if (!g->lp) {
+		tf_buf_puts(o, "null");
+		return;
+	}
+	if (g->req.api == TF_API_CHAT) {
+		tf_buf_puts(o, "{\"content\":[");
+		tf_buf_append(o, g->lp_chat.data ? g->lp_chat.data : "", g->lp_chat.len);
+		tf_buf_puts(o, "],\"refusal\":null}");
+		tf_buf_reset(&g->lp_chat);
+	} else {
+		static const char *const key[4] = {"tokens", "token_logprobs", "top_logprobs",
+						   "text_offset"};
+		for (int i = 0; i < 4; i++) {
+			tf_buf_printf(o, "%s\"%s\":[", i ? "," : "{", key[i]);
+			tf_buf_append(o, g->lp_list[i].data ? g->lp_list[i].data : "", g->lp_list[i].len);
+			tf_buf_puts(o, "]");
+			tf_buf_reset(&g->lp_list[i]);
+		}
+		tf_buf_puts(o, "}");
+	}
+	g->lp_count = 0;
+}
+
+/* The pending entries as a JSON value (for the frames built with jansson). */
+static json_t *lp_json(struct tf_gen *g)
+{
+	struct tf_buf b = TF_BUF_INIT;
+	lp_flush(g, &b);
+	json_t *v = json_loadb(b.data ? b.data : "null", b.len ? b.len : 4, 0, NULL);
+	tf_buf_release(&b);
+	return v ? v : json_null();
+}
+
 /* Anthropic content blocks. */
 static void block_close(struct tf_gen *g)
 {
@@ -240,16 +386,21 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 			tf_buf_puts(g->out, ",\"reasoning\":");
 			tf_json_quote(g->out, d->text, d->len);
 		}
-		tf_buf_puts(g->out, g->req.api == TF_API_COMPLETIONS ? ",\"finish_reason\":null}]}\n\n"
-			    : "},\"finish_reason\":null}]}\n\n");
+		if (g->req.api != TF_API_COMPLETIONS)
+			tf_buf_puts(g->out, "}");
+		if (g->lp || g->req.api == TF_API_COMPLETIONS) {
+			tf_buf_puts(g->out, ",\"logprobs\":");
+			lp_flush(g, g->out);
+		}
+		tf_buf_puts(g->out, ",\"finish_reason\":null}]}\n\n");
 		g->t_last_write = now_s();
 		note_event(g);
 		return;
 	}
 	json_t *delta;
 	if (g->req.api == TF_API_COMPLETIONS) {
-		sse_data(g, chunk(g, json_pack("{s:i,s:s,s:n}", "index", 0, "text", text,
-					       "finish_reason")));
+		sse_data(g, chunk(g, json_pack("{s:i,s:s,s:o,s:n}", "index", 0, "text", text,
+					       "logprobs", lp_json(g), "finish_reason")));
 		note_event(g);
 		return;
 	}
@@ -270,7 +421,10 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 				  "arguments", text);
 		break;
 	}
-	sse_data(g, chunk(g, json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "finish_reason")));
+	json_t *choice = json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "finish_reason");
+	if (g->lp)
+		json_object_set_new(choice, "logprobs", lp_json(g));
+	sse_data(g, chunk(g, choice));
 	note_event(g);
 }
 
@@ -378,9 +532,16 @@ static tf_status text_in(struct tf_gen *g, const char *text, size_t n, bool fina
 static tf_status tokens_in(struct tf_gen *g, const int32_t *t, size_t n)
 {
 	const struct tf_family *f = g->env->family;
+	size_t nlp = 0;
+	if (g->lp && n) {
+		nlp = tf_engine_job_logprobs(g->job, g->lp_read, g->lpv, n);
+		g->lp_read += n;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (g->stop_hit)
 			return TF_OK;
+		if (i < nlp)
+			lp_add(g, t[i], &g->lpv[i]);
 		tf_status rc = f->decode(f->ctx, &t[i], 1, &g->raw);
 		if (rc)
 			return rc;
@@ -472,6 +633,8 @@ static void stream_close(struct tf_gen *g)
 		json_t *choice = g->req.api == TF_API_CHAT
 			? json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason", fr)
 			: json_pack("{s:i,s:s,s:s}", "index", 0, "text", "", "finish_reason", fr);
+		if (g->lp || g->req.api == TF_API_COMPLETIONS)
+			json_object_set_new(choice, "logprobs", lp_json(g));
 		json_t *c = chunk(g, choice);
 		json_object_set_new(c, "tf", extras_json(g));
 		sse_data(g, c);
@@ -771,6 +934,8 @@ static struct tf_engine_params engine_params(const struct tf_gen *g, const int32
 		.min_p = (float)(q->has_min_p ? q->min_p : env->min_p),
 		.top_k = q->has_top_k ? (int32_t)q->top_k : env->top_k,
 		.seed = q->has_seed ? q->seed : default_seed(ids, n, env->seed_salt),
+		.logprobs = q->logprobs && q->api != TF_API_MESSAGES,
+		.top_logprobs = (uint8_t)q->top_logprobs,
 	};
 }
 
@@ -810,6 +975,13 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	if ((rc = completion_limit(g, n, err)))
 		goto fail;
 	struct tf_engine_params p = engine_params(g, ids, n);
+	g->lp = p.logprobs;
+	g->ntop = p.top_logprobs;
+	if (g->lp && !(g->lpv = tf_alloc_array(256, sizeof(*g->lpv)))) {
+		rc = TF_ERR_NOMEM;
+		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "out of memory");
+		goto fail;
+	}
 	if (g->req.api != TF_API_COMPLETIONS &&
 	    (rc = f->reader_new(f->ctx, g->thinking, g->req.tools, &g->reader))) {
 		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
@@ -950,16 +1122,16 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r)
 		}
 		if (g->ncalls)
 			json_object_set_new(msg, "tool_calls", calls_openai(g));
-		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:o,s:o}", "id", g->id, "object",
+		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:s}],s:o,s:o}", "id", g->id, "object",
 			      "chat.completion", "created", (json_int_t)g->created, "model", g->env->model,
-			      "choices", "index", 0, "message", msg, "finish_reason", fr,
-			      "usage", usage_json(g), "tf", extras_json(g));
+			      "choices", "index", 0, "message", msg, "logprobs", lp_json(g),
+			      "finish_reason", fr, "usage", usage_json(g), "tf", extras_json(g));
 	} else {
-		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:s%,s:s}],s:o,s:o}", "id", g->id, "object",
+		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:s%,s:o,s:s}],s:o,s:o}", "id", g->id, "object",
 			      "text_completion", "created", (json_int_t)g->created, "model", g->env->model,
 			      "choices", "index", 0, "text", g->content.data ? g->content.data : "",
-			      g->content.len, "finish_reason", fr, "usage", usage_json(g), "tf",
-			      extras_json(g));
+			      g->content.len, "logprobs", lp_json(g), "finish_reason", fr, "usage",
+			      usage_json(g), "tf", extras_json(g));
 	}
 	char *s = dump(v);
 	if (!s) {
@@ -1026,6 +1198,11 @@ void tf_gen_free(struct tf_gen *g)
 	tf_buf_release(&g->held);
 	tf_buf_release(&g->reasoning);
 	tf_buf_release(&g->content);
+	free(g->lpv);
+	tf_buf_release(&g->lp_chat);
+	for (int i = 0; i < 4; i++)
+		tf_buf_release(&g->lp_list[i]);
+	tf_buf_release(&g->tok);
 	for (size_t i = 0; i < g->ncalls; i++) {
 		free(g->calls[i].name);
 		tf_buf_release(&g->calls[i].args);
