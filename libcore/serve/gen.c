@@ -388,7 +388,7 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 		}
 		if (g->req.api != TF_API_COMPLETIONS)
 			tf_buf_puts(g->out, "}");
-		if (g->lp || g->req.api == TF_API_COMPLETIONS) {
+		if (g->lp) {
 			tf_buf_puts(g->out, ",\"logprobs\":");
 			lp_flush(g, g->out);
 		}
@@ -399,8 +399,10 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 	}
 	json_t *delta;
 	if (g->req.api == TF_API_COMPLETIONS) {
-		sse_data(g, chunk(g, json_pack("{s:i,s:s,s:o,s:n}", "index", 0, "text", text,
-					       "logprobs", lp_json(g), "finish_reason")));
+		json_t *choice = json_pack("{s:i,s:s,s:n}", "index", 0, "text", text, "finish_reason");
+		if (g->lp)
+			json_object_set_new(choice, "logprobs", lp_json(g));
+		sse_data(g, chunk(g, choice));
 		note_event(g);
 		return;
 	}
@@ -633,7 +635,7 @@ static void stream_close(struct tf_gen *g)
 		json_t *choice = g->req.api == TF_API_CHAT
 			? json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason", fr)
 			: json_pack("{s:i,s:s,s:s}", "index", 0, "text", "", "finish_reason", fr);
-		if (g->lp || g->req.api == TF_API_COMPLETIONS)
+		if (g->lp)
 			json_object_set_new(choice, "logprobs", lp_json(g));
 		json_t *c = chunk(g, choice);
 		json_object_set_new(c, "tf", extras_json(g));
@@ -1122,17 +1124,20 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r)
 		}
 		if (g->ncalls)
 			json_object_set_new(msg, "tool_calls", calls_openai(g));
-		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:s}],s:o,s:o}", "id", g->id, "object",
+		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:o,s:o}", "id", g->id, "object",
 			      "chat.completion", "created", (json_int_t)g->created, "model", g->env->model,
-			      "choices", "index", 0, "message", msg, "logprobs", lp_json(g),
-			      "finish_reason", fr, "usage", usage_json(g), "tf", extras_json(g));
+			      "choices", "index", 0, "message", msg, "finish_reason", fr,
+			      "usage", usage_json(g), "tf", extras_json(g));
 	} else {
-		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:s%,s:o,s:s}],s:o,s:o}", "id", g->id, "object",
+		v = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:s%,s:s}],s:o,s:o}", "id", g->id, "object",
 			      "text_completion", "created", (json_int_t)g->created, "model", g->env->model,
 			      "choices", "index", 0, "text", g->content.data ? g->content.data : "",
-			      g->content.len, "logprobs", lp_json(g), "finish_reason", fr, "usage",
-			      usage_json(g), "tf", extras_json(g));
+			      g->content.len, "finish_reason", fr, "usage", usage_json(g), "tf",
+			      extras_json(g));
 	}
+	if (g->lp) /* the choice's log-probabilities, only when asked (as the reference) */
+		json_object_set_new(json_array_get(json_object_get(v, "choices"), 0), "logprobs",
+				    lp_json(g));
 	char *s = dump(v);
 	if (!s) {
 		tf_reply_error(r, g->anthropic, 500, "server_error", NULL, NULL, "out of memory");
