@@ -7,7 +7,7 @@
 # programs; TF_BENCH_PREFIX_WORDS sets the prompt length (words).
 set -euo pipefail
 bin=${TF_BIN:?}
-words=${TF_BENCH_PREFIX_WORDS:-900}
+words=${TF_BENCH_PREFIX_WORDS:-300}
 work=$(mktemp -d /tmp/tf-bench-prefix.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
@@ -16,6 +16,7 @@ prompt=$(for i in $(seq "$words"); do printf 'w%d is %d; ' $((i % 97)) $((i % 13
 printf '{"prompt":"%s","max_tokens":1,"temperature":0}' "$prompt" >"$work/body.json"
 
 serve() { # serve CACHE: start a server, set port
+	: >"$work/log"
 	"$bin/tf-serve" --engine cpu -j 2 --port 0 --lanes 4 --prefix-cache "$1" "$work/small" \
 		2>"$work/log" &
 	pid=$!
