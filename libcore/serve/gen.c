@@ -2,7 +2,6 @@
  * stop strings, deltas, and the OpenAI and Anthropic wire shapes. */
 #include "serve/gen.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/digest.h"
 #include "base/hmap.h"
+#include "serve/logprobs.h"
 #include "serve/metrics.h"
 
 struct call {
@@ -50,18 +50,13 @@ struct tf_gen {
 	uint32_t events;
 	double itl_sum, itl_max;
 	uint32_t itl_n[TF_METRICS_NB + 1];
-	/* Log-probabilities (OpenAI routes): the entries of tokens not yet
-	 * written, comma-separated JSON: chat content entries, or the four
-	 * lists of a completion (tokens, token_logprobs, top_logprobs,
-	 * text_offset). A whole reply writes them all at the end. */
+	/* Log-probabilities (OpenAI routes, when asked): entries not yet
+	 * written; a stream sends them with its next chunk, a whole reply all
+	 * at the end. */
 	bool lp;
-	uint8_t ntop;
+	struct tf_lpout lpo;
 	size_t lp_read;               /* tokens whose logprobs were taken */
 	struct tf_engine_logprob *lpv;/* scratch for one read */
-	struct tf_buf lp_chat, lp_list[4];
-	size_t lp_count;              /* entries pending */
-	size_t text_chars;            /* characters of the tokens so far (text_offset) */
-	struct tf_buf tok;            /* scratch: one token's bytes, fixed */
 };
 
 static double now_s(void)
@@ -187,125 +182,13 @@ static void note_event(struct tf_gen *g)
 	g->t_last_event = t;
 }
 
-/* ---- log-probabilities ---- */
-
-static void lp_number(struct tf_buf *b, float v)
-{
-	/* -9999 stands for a token the row gives no chance (as OpenAI writes it) */
-	tf_buf_printf(b, "%.9g", isfinite(v) ? (double)v : -9999.0);
-}
-
-/* The text of token id into g->tok (invalid bytes as U+FFFD); raw bytes
- * into *raw when raw is not NULL. */
-static void token_text(struct tf_gen *g, int32_t id, struct tf_buf *raw)
-{
-	const struct tf_family *f = g->env->family;
-	struct tf_buf b = TF_BUF_INIT;
-	tf_buf_reset(&g->tok);
-	if (f->decode(f->ctx, &id, 1, &b) == TF_OK && b.len)
-		tf_utf8_fix(b.data, b.len, &g->tok);
-	if (raw) {
-		tf_buf_reset(raw);
-		tf_buf_append(raw, b.data ? b.data : "", b.len);
-	}
-	tf_buf_release(&b);
-}
-
-static void chat_entry(struct tf_gen *g, struct tf_buf *o, int32_t id, float lp)
-{
-	struct tf_buf raw = TF_BUF_INIT;
-	token_text(g, id, &raw);
-	tf_buf_puts(o, "{\"token\":");
-	tf_json_quote(o, g->tok.data ? g->tok.data : "", g->tok.len);
-	tf_buf_puts(o, ",\"logprob\":");
-	lp_number(o, lp);
-	tf_buf_puts(o, ",\"bytes\":[");
-	for (size_t i = 0; i < raw.len; i++)
-		tf_buf_printf(o, i ? ",%u" : "%u", (unsigned)(uint8_t)raw.data[i]);
-	tf_buf_puts(o, "]");
-	tf_buf_release(&raw);
-}
-
-/* Record the log-probabilities of one generated token. */
-static void lp_add(struct tf_gen *g, int32_t id, const struct tf_engine_logprob *l)
-{
-	unsigned ntop = l->ntop < g->ntop ? l->ntop : g->ntop;
-	if (g->req.api == TF_API_CHAT) {
-		struct tf_buf *o = &g->lp_chat;
-		if (g->lp_count)
-			tf_buf_puts(o, ",");
-		chat_entry(g, o, id, l->logprob);
-		tf_buf_puts(o, ",\"top_logprobs\":[");
-		for (unsigned k = 0; k < ntop; k++) {
-			if (k)
-				tf_buf_puts(o, ",");
-			chat_entry(g, o, l->top_ids[k], l->top_lp[k]);
-			tf_buf_puts(o, "}");
-		}
-		tf_buf_puts(o, "]}");
-		g->lp_count++;
-		return;
-	}
-	struct tf_buf *t = &g->lp_list[0], *v = &g->lp_list[1], *top = &g->lp_list[2],
-		      *off = &g->lp_list[3];
-	const char *sep = g->lp_count ? "," : "";
-	/* The alternatives as an object: a text that two ids share keeps the first. */
-	tf_buf_printf(top, "%s{", sep);
-	char seen[TF_ENGINE_TOP_MAX][64];
-	unsigned nseen = 0;
-	for (unsigned k = 0; k < ntop; k++) {
-		token_text(g, l->top_ids[k], NULL);
-		const char *s = g->tok.data ? g->tok.data : "";
-		bool dup = false;
-		for (unsigned q = 0; q < nseen && !dup; q++)
-			dup = g->tok.len < sizeof(seen[q]) && !strcmp(seen[q], s);
-		if (dup)
-			continue;
-		if (g->tok.len < sizeof(seen[0]))
-			snprintf(seen[nseen++], sizeof(seen[0]), "%s", s);
-		if (k)
-			tf_buf_puts(top, ",");
-		tf_json_quote(top, s, g->tok.len);
-		tf_buf_puts(top, ":");
-		lp_number(top, l->top_lp[k]);
-	}
-	tf_buf_puts(top, "}");
-	token_text(g, id, NULL);
-	tf_buf_puts(t, sep);
-	tf_json_quote(t, g->tok.data ? g->tok.data : "", g->tok.len);
-	tf_buf_puts(v, sep);
-	lp_number(v, l->logprob);
-	tf_buf_printf(off, "%s%zu", sep, g->text_chars);
-	for (size_t i = 0; i < g->tok.len; i++) /* characters: bytes that start one */
-		g->text_chars += ((uint8_t)g->tok.data[i] & 0xc0) != 0x80;
-	g->lp_count++;
-}
-
-/* Append the pending entries as a choice's "logprobs" value and clear
- * them; null when the request did not ask. */
+/* The pending log-probabilities as a choice's value (null when not asked). */
 static void lp_flush(struct tf_gen *g, struct tf_buf *o)
 {
-	if (!g->lp) {
+	if (g->lp)
+		tf_lpout_flush(&g->lpo, o);
+	else
 		tf_buf_puts(o, "null");
-		return;
-	}
-	if (g->req.api == TF_API_CHAT) {
-		tf_buf_puts(o, "{\"content\":[");
-		tf_buf_append(o, g->lp_chat.data ? g->lp_chat.data : "", g->lp_chat.len);
-		tf_buf_puts(o, "],\"refusal\":null}");
-		tf_buf_reset(&g->lp_chat);
-	} else {
-		static const char *const key[4] = {"tokens", "token_logprobs", "top_logprobs",
-						   "text_offset"};
-		for (int i = 0; i < 4; i++) {
-			tf_buf_printf(o, "%s\"%s\":[", i ? "," : "{", key[i]);
-			tf_buf_append(o, g->lp_list[i].data ? g->lp_list[i].data : "", g->lp_list[i].len);
-			tf_buf_puts(o, "]");
-			tf_buf_reset(&g->lp_list[i]);
-		}
-		tf_buf_puts(o, "}");
-	}
-	g->lp_count = 0;
 }
 
 /* The pending entries as a JSON value (for the frames built with jansson). */
@@ -543,7 +426,7 @@ static tf_status tokens_in(struct tf_gen *g, const int32_t *t, size_t n)
 		if (g->stop_hit)
 			return TF_OK;
 		if (i < nlp)
-			lp_add(g, t[i], &g->lpv[i]);
+			tf_lpout_add(&g->lpo, t[i], &g->lpv[i]);
 		tf_status rc = f->decode(f->ctx, &t[i], 1, &g->raw);
 		if (rc)
 			return rc;
@@ -978,7 +861,7 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 		goto fail;
 	struct tf_engine_params p = engine_params(g, ids, n);
 	g->lp = p.logprobs;
-	g->ntop = p.top_logprobs;
+	tf_lpout_init(&g->lpo, g->req.api == TF_API_CHAT, f, p.top_logprobs);
 	if (g->lp && !(g->lpv = tf_alloc_array(256, sizeof(*g->lpv)))) {
 		rc = TF_ERR_NOMEM;
 		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "out of memory");
@@ -1204,10 +1087,7 @@ void tf_gen_free(struct tf_gen *g)
 	tf_buf_release(&g->reasoning);
 	tf_buf_release(&g->content);
 	free(g->lpv);
-	tf_buf_release(&g->lp_chat);
-	for (int i = 0; i < 4; i++)
-		tf_buf_release(&g->lp_list[i]);
-	tf_buf_release(&g->tok);
+	tf_lpout_release(&g->lpo);
 	for (size_t i = 0; i < g->ncalls; i++) {
 		free(g->calls[i].name);
 		tf_buf_release(&g->calls[i].args);
