@@ -1,7 +1,7 @@
 /* check_engine_cpu.c: the engine over the cpu backend on a tiny synthetic
  * pack: the prompt cache resumes a saved prefix and gives the same tokens
  * and log-probabilities as a fresh run and as an engine without the cache;
- * eviction under slot pressure stays correct; log-probabilities are the
+ * eviction under slot or page pressure stays correct; log-probabilities are the
  * row's own softmax (greedy picks the first alternative). */
 #include <check.h>
 #include <math.h>
@@ -39,9 +39,10 @@ static void drop_pack(void)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
-static struct tf_engine *start(uint32_t entries, int lanes)
+static struct tf_engine *start_pages(uint32_t entries, int lanes, int64_t pages)
 {
-	struct tf_model_opts mo = {.threads = 2, .slots = lanes + (int)entries, .max_positions = 1024};
+	struct tf_model_opts mo = {.threads = 2, .slots = lanes + (int)entries, .max_positions = 1024,
+				   .pages = pages};
 	struct tf_model *m;
 	ck_assert_int_eq(tf_model_open(packdir, &mo, &m), TF_OK);
 	struct tf_engine_cpu_opts co = {.cache_entries = entries};
@@ -53,6 +54,11 @@ static struct tf_engine *start(uint32_t entries, int lanes)
 	struct tf_engine *e;
 	ck_assert_int_eq(tf_engine_new(&be, &pl, &e), TF_OK);
 	return e;
+}
+
+static struct tf_engine *start(uint32_t entries, int lanes)
+{
+	return start_pages(entries, lanes, 0);
 }
 
 enum { GEN = 6, TOP = 4 };
@@ -169,6 +175,38 @@ START_TEST(eviction_under_slot_pressure_stays_correct)
 }
 END_TEST
 
+/* A pool of 4 pages (1,024 positions): saved prefixes give their pages
+ * back when a round needs them, before any slot runs short. */
+START_TEST(eviction_under_page_pressure_stays_correct)
+{
+	make_pack();
+	int32_t p0[300], p1[300], p2[600];
+	ids_of(p0, 300, 20);
+	ids_of(p1, 300, 21);
+	ids_of(p2, 600, 22);
+	struct tf_engine *e = start_pages(4, 1, 4), *plain = start(0, 1);
+	struct run a, b, c, ref;
+	run(e, p0, 300, 1.0f, &a); /* keeps a page for its first block */
+	run(e, p1, 300, 1.0f, &b); /* another: 2 of 4 pages held */
+	run(e, p2, 600, 1.0f, &c); /* needs 3 pages: p0's block goes */
+	run(plain, p2, 600, 1.0f, &ref);
+	same(&c, &ref);
+	struct tf_engine_stats s;
+	tf_engine_stats(e, &s);
+	ck_assert_uint_eq(s.cache.evictions, 1);
+	ck_assert_uint_eq(s.cache.entries, 2);
+	run(e, p1, 300, 1.0f, &ref); /* p1 stayed */
+	ck_assert_uint_eq(ref.cached, TF_PREFIX_BLOCK);
+	same(&b, &ref);
+	run(e, p0, 300, 1.0f, &ref); /* p0 did not */
+	ck_assert_uint_eq(ref.cached, 0);
+	same(&a, &ref);
+	tf_engine_close(e);
+	tf_engine_close(plain);
+	drop_pack();
+}
+END_TEST
+
 START_TEST(logprobs_are_the_rows_softmax)
 {
 	make_pack();
@@ -203,6 +241,7 @@ Suite *suite_engine_cpu(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, resumed_prompt_gives_the_same_tokens);
 	tcase_add_test(tc, eviction_under_slot_pressure_stays_correct);
+	tcase_add_test(tc, eviction_under_page_pressure_stays_correct);
 	tcase_add_test(tc, logprobs_are_the_rows_softmax);
 	suite_add_tcase(s, tc);
 	return s;
