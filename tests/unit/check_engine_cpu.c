@@ -112,20 +112,20 @@ static void ids_of(int32_t *v, size_t n, uint32_t salt)
 START_TEST(resumed_prompt_gives_the_same_tokens)
 {
 	make_pack();
-	enum { N = 600 };
+	enum { N = 300 };
 	int32_t a[N], b[N];
 	ids_of(a, N, 1);
 	memcpy(b, a, sizeof(a));
-	ids_of(b + 530, N - 530, 2); /* b shares a's first 530 ids: two blocks */
+	ids_of(b + 270, N - 270, 2); /* b shares a's first 270 ids: one block */
 	struct tf_engine *e = start(4, 2), *plain = start(0, 2);
 	struct run fresh, again, other, ref;
 	run(e, a, N, 1.0f, &fresh);
 	ck_assert_uint_eq(fresh.cached, 0);
 	run(e, a, N, 1.0f, &again);
-	ck_assert_uint_eq(again.cached, 2 * TF_PREFIX_BLOCK);
+	ck_assert_uint_eq(again.cached, TF_PREFIX_BLOCK);
 	same(&fresh, &again);
 	run(e, b, N, 1.0f, &other);
-	ck_assert_uint_eq(other.cached, 2 * TF_PREFIX_BLOCK);
+	ck_assert_uint_eq(other.cached, TF_PREFIX_BLOCK);
 	run(plain, b, N, 1.0f, &ref);
 	ck_assert_uint_eq(ref.cached, 0);
 	same(&other, &ref);
@@ -134,7 +134,7 @@ START_TEST(resumed_prompt_gives_the_same_tokens)
 	ck_assert(s.cache.on);
 	ck_assert_uint_eq(s.cache.lookups, 3);
 	ck_assert_uint_eq(s.cache.hits, 2);
-	ck_assert_uint_eq(s.cache.hit_tokens, 4 * TF_PREFIX_BLOCK);
+	ck_assert_uint_eq(s.cache.hit_tokens, 2 * TF_PREFIX_BLOCK);
 	ck_assert_uint_eq(s.cache.entries, 1);
 	tf_engine_stats(plain, &s);
 	ck_assert(!s.cache.on);
@@ -175,21 +175,21 @@ START_TEST(eviction_under_slot_pressure_stays_correct)
 }
 END_TEST
 
-/* A pool of 4 pages (1,024 positions): saved prefixes give their pages
- * back when a round needs them, before any slot runs short. */
+/* A pool of 3 pages: saved prefixes give their pages back when a round
+ * needs them, before any slot runs short. */
 START_TEST(eviction_under_page_pressure_stays_correct)
 {
 	make_pack();
-	int32_t p0[300], p1[300], p2[600];
+	int32_t p0[300], p1[300], p2[300];
 	ids_of(p0, 300, 20);
 	ids_of(p1, 300, 21);
-	ids_of(p2, 600, 22);
-	struct tf_engine *e = start_pages(4, 1, 4), *plain = start(0, 1);
+	ids_of(p2, 300, 22);
+	struct tf_engine *e = start_pages(4, 1, 3), *plain = start(0, 1);
 	struct run a, b, c, ref;
 	run(e, p0, 300, 1.0f, &a); /* keeps a page for its first block */
-	run(e, p1, 300, 1.0f, &b); /* another: 2 of 4 pages held */
-	run(e, p2, 600, 1.0f, &c); /* needs 3 pages: p0's block goes */
-	run(plain, p2, 600, 1.0f, &ref);
+	run(e, p1, 300, 1.0f, &b); /* another: 2 of 3 pages held */
+	run(e, p2, 300, 1.0f, &c); /* needs 2 pages: p0's block goes */
+	run(plain, p2, 300, 1.0f, &ref);
 	same(&c, &ref);
 	struct tf_engine_stats s;
 	tf_engine_stats(e, &s);
