@@ -1,6 +1,8 @@
 /* decode.c: tf-bench decode: the model's prefill and decode throughput on
- * the CPU backend (compute/model.h), for a pack or a synthetic pack of a
- * preset written to a temporary folder. For each --rows value B: B
+ * the CPU backend (compute/group.h: --world ranks on threads, each with
+ * --threads workers; loaded from the pack or from tf-prepare's --prepared
+ * folder), for a pack or a synthetic pack of a preset written to a
+ * temporary folder. For each --rows value B: B
  * sequences are prefilled with --ctx tokens each (one call per sequence,
  * timed: prefill tokens/s), then decoded together, one row per sequence
  * per call, the next token the argmax of the last logits, for about
@@ -12,7 +14,7 @@
 #include "base/cli.h"
 #include "base/progress.h"
 #include "bench/bench.h"
-#include "compute/model.h"
+#include "compute/group.h"
 #include "model/config.h"
 #include "model/synth.h"
 
@@ -26,10 +28,10 @@ static int argmax(const float *v, uint32_t n)
 }
 
 /* Prefill B sequences of ctx tokens, then decode; the figures. */
-static void run_case(struct tf_model *m, int B, int64_t ctx, int64_t max_steps, double *prefill_tps,
+static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_steps, double *prefill_tps,
 		     double *decode_tps, int64_t *steps_done)
 {
-	uint32_t V = tf_model_config(m)->vocab;
+	uint32_t V = tf_model_group_config(m)->vocab;
 	int seq[64];
 	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(ctx > B ? ctx : B));
 	int64_t *pos = malloc(sizeof(int64_t) * (size_t)(ctx > B ? ctx : B));
@@ -41,14 +43,14 @@ static void run_case(struct tf_model *m, int B, int64_t ctx, int64_t max_steps, 
 	tf_status st;
 	double t0 = tf_now();
 	for (int b = 0; b < B; b++) {
-		if ((st = tf_model_seq_new(m, &seq[b])))
+		if ((st = tf_model_group_seq_new(m, &seq[b])))
 			tf_die_status(st, "sequence %d", b);
 		for (int64_t p = 0; p < ctx; p++) {
 			ids[p] = (int32_t)((p * 131 + (int64_t)b * 17 + 5) % V);
 			pos[p] = p;
 			sq[p] = seq[b];
 		}
-		if ((st = tf_model_forward(m, (int)ctx, ids, pos, sq, lg)))
+		if ((st = tf_model_group_forward(m, (int)ctx, ids, pos, sq, lg)))
 			tf_die_status(st, "prefill");
 		next[b] = argmax(lg + (size_t)(ctx - 1) * V, V);
 	}
@@ -61,7 +63,7 @@ static void run_case(struct tf_model *m, int B, int64_t ctx, int64_t max_steps, 
 			pos[b] = ctx + steps;
 			sq[b] = seq[b];
 		}
-		if ((st = tf_model_forward(m, B, ids, pos, sq, lg)))
+		if ((st = tf_model_group_forward(m, B, ids, pos, sq, lg)))
 			tf_die_status(st, "decode");
 		for (int b = 0; b < B; b++)
 			next[b] = argmax(lg + (size_t)b * V, V);
@@ -70,7 +72,7 @@ static void run_case(struct tf_model *m, int B, int64_t ctx, int64_t max_steps, 
 	*decode_tps = (double)B * (double)steps / (tf_now() - t1);
 	*steps_done = steps;
 	for (int b = 0; b < B; b++)
-		tf_model_seq_free(m, seq[b]);
+		tf_model_group_seq_free(m, seq[b]);
 	free(ids);
 	free(pos);
 	free(sq);
@@ -84,6 +86,10 @@ int bench_decode(void)
 		tf_die(69, "decode: only --backend cpu runs decode in this version");
 	if (!!bench.pack == !!bench.preset)
 		tf_usage_error("decode: give one of --pack DIR and --preset NAME");
+	if (bench.world != 1 && bench.world != 2 && bench.world != 4 && bench.world != 8)
+		tf_usage_error("decode: --world %lld (1, 2, 4 or 8)", (long long)bench.world);
+	if (bench.prepared && !bench.pack)
+		tf_usage_error("decode: --prepared needs --pack (the folder's pack)");
 	int64_t rows[16];
 	int nrows = bench_parse_list(bench.rows, "rows", 1, 64, rows, 16);
 	char tmp[64] = "", dir[128];
@@ -114,11 +120,16 @@ int bench_decode(void)
 		if (rows[i] > mo.pages)
 			mo.pages = rows[i];
 	mo.pages *= (mo.max_positions + 255) / 256 + 1;
-	struct tf_model *m;
-	if ((st = tf_model_open(pack, &mo, &m)))
+	mo.prepared = bench.prepared;
+	struct tf_model_group *m;
+	if ((st = tf_model_group_open(pack, (int)bench.world, &mo, &m))) {
+		/* a prepared folder of another pack, rank or world is bad data */
+		if (st == TF_ERR_MISMATCH)
+			tf_die(65, "decode: %s", tf_errmsg(st));
 		tf_die_status(st, "decode: %s", pack);
+	}
 	if (!bench.json)
-		printf("%-8s %5s %6s %7s %12s %12s %7s\n", "model", "rows", "ctx", "threads",
+		printf("%-8s %5s %6s %5s %7s %12s %12s %7s\n", "model", "rows", "ctx", "world", "threads",
 		       "prefill-t/s", "decode-t/s", "steps");
 	else
 		printf("[");
@@ -128,18 +139,19 @@ int bench_decode(void)
 		int64_t steps;
 		run_case(m, (int)rows[i], bench.ctx, max_steps, &pf, &dc, &steps);
 		if (bench.json)
-			printf("%s{\"model\":\"%s\",\"rows\":%lld,\"ctx\":%lld,\"threads\":%lld,"
-			       "\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"steps\":%lld}",
+			printf("%s{\"model\":\"%s\",\"rows\":%lld,\"ctx\":%lld,\"world\":%lld,"
+			       "\"threads\":%lld,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"steps\":%lld}",
 			       i ? "," : "", name, (long long)rows[i], (long long)bench.ctx,
-			       (long long)bench.threads, pf, dc, (long long)steps);
+			       (long long)bench.world, (long long)bench.threads, pf, dc, (long long)steps);
 		else
-			printf("%-8s %5lld %6lld %7lld %12.1f %12.1f %7lld\n", name, (long long)rows[i],
-			       (long long)bench.ctx, (long long)bench.threads, pf, dc, (long long)steps);
+			printf("%-8s %5lld %6lld %5lld %7lld %12.1f %12.1f %7lld\n", name, (long long)rows[i],
+			       (long long)bench.ctx, (long long)bench.world, (long long)bench.threads, pf, dc,
+			       (long long)steps);
 		fflush(stdout);
 	}
 	if (bench.json)
 		printf("]\n");
-	tf_model_free(m);
+	tf_model_group_free(m);
 	if (*tmp) {
 		char cmd[192];
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
