@@ -80,6 +80,23 @@ test('chat, streamed: a long conversation asked twice reports cached tokens, sam
   assert.equal(b.text, a.text);
 });
 
+test('chat: the next turn, and another question under the same system prompt, resume', async () => {
+  const system = { role: 'system', content: 'Be terse. ' + Array.from({ length: 60 }, (_, i) => `fact ${i % 23} is ${i % 7};`).join(' ') };
+  const ask = (messages) => ({ model: 'tiny', messages, max_tokens: 5, temperature: 0 });
+  const turn1 = [system, { role: 'user', content: 'First question?' }];
+  const a = await oa.chat.completions.create(ask(turn1));
+  const m = a.choices[0].message;
+  const turn2 = [...turn1, { role: 'assistant', content: m.content ?? 'ok', reasoning_content: m.reasoning_content },
+    { role: 'user', content: 'And the second?' }];
+  const b = await oa.chat.completions.create(ask(turn2));
+  assert.ok(a.usage.prompt_tokens > 512, `prompt of ${a.usage.prompt_tokens} tokens`);
+  assert.ok(cached(b.usage) >= 512 && cached(b.usage) % 256 === 0, `cached ${cached(b.usage)}`);
+  const ref = await oaPlain.chat.completions.create(ask(turn2));
+  assert.deepEqual(b.choices[0].message, ref.choices[0].message);
+  const c = await oa.chat.completions.create(ask([system, { role: 'user', content: 'Another user asks this.' }]));
+  assert.ok(cached(c.usage) >= 256, `cached ${cached(c.usage)}`);
+});
+
 test('anthropic: cache_read_input_tokens on the second request', async () => {
   const long = Array.from({ length: 120 }, (_, i) => `line ${i % 13} of the brief`).join('\n');
   const req = { model: 'tiny', max_tokens: 6, temperature: 1, messages: [{ role: 'user', content: long }] };
@@ -96,7 +113,7 @@ test('/metrics counts prefix cache hits (tf_ and vLLM names)', async () => {
   const text = await (await fetch(srv.url + '/metrics')).text();
   const value = (name) => Number(text.match(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm'))?.[1]);
   assert.equal(value('tf_prefix_cache_enabled'), 1);
-  assert.ok(value('tf_prefix_cache_hits_total') >= 4);
+  assert.ok(value('tf_prefix_cache_hits_total') >= 6);
   assert.ok(value('tf_prefix_cache_lookups_total') >= value('tf_prefix_cache_hits_total'));
   assert.ok(value('tf_prefix_cache_hit_tokens_total') >= 4 * 256);
   assert.ok(value('tf_prefix_cache_entries') >= 1);
