@@ -2,7 +2,9 @@
 // the same seeded request twice resumes the saved prefix (cached tokens in
 // the usage: prompt_tokens_details.cached_tokens, cache_read_input_tokens)
 // and gives exactly the same reply and log-probabilities as the first, and
-// as a server without the cache; /metrics counts the hits.
+// as a server without the cache; the next turn of a conversation and
+// another question under the same system prompt resume; /metrics counts
+// the hits.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
