@@ -91,9 +91,11 @@ static tf_status begin(void *ctx, struct tf_lane *lane)
 	memcpy(ls->save, plan.save, sizeof(ls->save));
 	lane->state = ls;
 	lane->cached = plan.seq >= 0 ? plan.hit : 0;
-	if (lane->cached)
+	if (lane->cached) {
+		tf_prefix_resumed(c->prefix, lane->cached);
 		tf_log(TF_LOG_DEBUG, "cpu: request %llu resumes %u of %u prompt tokens",
 		       (unsigned long long)lane->id, lane->cached, lane->nprompt);
+	}
 	return TF_OK;
 }
 

@@ -197,8 +197,6 @@ tf_status tf_prefix_lookup(struct tf_prefix *p, const int32_t *ids, uint32_t n,
 		hn->used = now;
 		out->hit = hit * B;
 		out->seq = hn->seq;
-		p->st.hits++;
-		p->st.hit_tokens += out->hit;
 	}
 	int k = 0;
 	if (seen > hit && seen < J)
@@ -213,6 +211,12 @@ tf_status tf_prefix_lookup(struct tf_prefix *p, const int32_t *ids, uint32_t n,
 			x->used = now;
 	}
 	return TF_OK;
+}
+
+void tf_prefix_resumed(struct tf_prefix *p, uint32_t tokens)
+{
+	p->st.hits++;
+	p->st.hit_tokens += tokens;
 }
 
 /* The node whose entry holds exactly ids[0..len), or NULL. */

@@ -48,7 +48,7 @@ struct tf_prefix_config {
 /* Counters since tf_prefix_new. */
 struct tf_prefix_stats {
 	uint64_t lookups;    /* prompts looked up */
-	uint64_t hits;       /* of which resumed from an entry */
+	uint64_t hits;       /* of which resumed from an entry (tf_prefix_resumed) */
 	uint64_t hit_tokens; /* prompt tokens resumed */
 	uint64_t saves;      /* entries inserted */
 	uint64_t evictions;  /* entries evicted */
@@ -74,6 +74,10 @@ void tf_prefix_free(struct tf_prefix *p);
  * hit entry counts as used now. TF_ERR_NOMEM leaves *out empty. */
 tf_status tf_prefix_lookup(struct tf_prefix *p, const int32_t *ids, uint32_t n,
 			   struct tf_prefix_plan *out);
+
+/* Count a prompt that resumed `tokens` tokens of a lookup's hit (the
+ * caller may lose the hit before it resumes: it is counted only then). */
+void tf_prefix_resumed(struct tf_prefix *p, uint32_t tokens);
 
 /* True when an entry holds exactly ids[0..len) (it counts as used now). */
 bool tf_prefix_holds(struct tf_prefix *p, const int32_t *ids, uint32_t len);
