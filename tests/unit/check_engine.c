@@ -99,7 +99,7 @@ static struct tf_engine *start(struct tf_planner_config pc, useconds_t delay)
 	pthread_mutex_init(&b.mu, NULL);
 	b.delay_us = delay;
 	tb_now = &b;
-	struct tf_engine_backend be = {"test", &b, EOS, tb_begin, tb_forward, tb_end, NULL};
+	struct tf_engine_backend be = {"test", &b, EOS, tb_begin, tb_forward, tb_end, NULL, NULL};
 	struct tf_planner pl;
 	ck_assert_int_eq(tf_planner_default(&pc, &pl), TF_OK);
 	struct tf_engine *e;
@@ -505,6 +505,35 @@ START_TEST(planner_default_policy)
 }
 END_TEST
 
+/* With align, a piece stops at the next multiple of it, so a prompt runs in
+ * the same pieces from any multiple on. */
+START_TEST(planner_aligned_pieces)
+{
+	struct tf_planner pl;
+	struct tf_planner_config c = {.round_tokens = 2048, .align = 256};
+	ck_assert_int_eq(tf_planner_default(&c, &pl), TF_OK);
+	struct tf_engine_params fg = params(10, 1);
+	int32_t ids[8] = {0};
+	struct tf_lane a = {.id = 1, .prompt = ids, .nprompt = 1000, .params = &fg};
+	struct tf_lane *one[] = {&a};
+	struct tf_engine_piece pc[1];
+	uint32_t ends[] = {256, 512, 768, 1000}, at = 0;
+	for (int k = 0; k < 4; k++) {
+		ck_assert_uint_eq(pl.plan(pl.ctx, one, 1, 0, pc, 1), 1);
+		ck_assert_uint_eq(pc[0].start, at);
+		ck_assert_uint_eq(pc[0].end, ends[k]);
+		a.filled = at = pc[0].end;
+	}
+	a.filled = 100; /* from anywhere: up to the next multiple */
+	ck_assert_uint_eq(pl.plan(pl.ctx, one, 1, 0, pc, 1), 1);
+	ck_assert_uint_eq(pc[0].end, 256);
+	a.filled = 250; /* a small share still stops there */
+	ck_assert_uint_eq(pl.plan(pl.ctx, one, 1, 2040, pc, 1), 1);
+	ck_assert_uint_eq(pc[0].end, 256);
+	pl.free(pl.ctx);
+}
+END_TEST
+
 Suite *suite_engine(void)
 {
 	Suite *s = suite_create("engine");
@@ -518,6 +547,7 @@ Suite *suite_engine(void)
 	tcase_add_test(tc, concurrent_equals_solo);
 	tcase_add_test(tc, stub_markers);
 	tcase_add_test(tc, planner_default_policy);
+	tcase_add_test(tc, planner_aligned_pieces);
 	suite_add_tcase(s, tc);
 	return s;
 }
