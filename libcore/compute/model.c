@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/f16.h"
+#include "compute/dspark.h"
 #include "compute/forward.h"
 #include "compute/ops.h"
 #include "model/engram_hash.h"
@@ -31,6 +33,10 @@ struct tf_model {
 	struct tf_kv *kv;
 	struct tf_fwd *fwd;
 	struct tf_fwd_weights w;
+	struct tf_dspark_weights dw; /* DSpark (spec §13) */
+	struct tf_dspark *dspark;    /* NULL: the pack has no DSpark blocks */
+	uint16_t *taps;              /* [taps_rows, targets, D] */
+	int taps_rows;
 	struct tf_exl3_layer *q;   /* [plan.ngroups] */
 	void **mem;                /* every buffer the weights use */
 	size_t nmem, capmem;
@@ -143,8 +149,10 @@ static struct tf_lin *group_lin(struct tf_model *m, const struct tf_group_spec *
 {
 	if (g->proj == TF_PROJ_HEAD)
 		return &m->w.head;
-	if (g->layer >= m->c.layers)
-		return NULL; /* DSpark blocks: not run in this version */
+	if (g->proj == TF_PROJ_MAIN_PROJ)
+		return &m->dw.main_proj;
+	if (g->layer >= tf_config_all_layers(&m->c))
+		return NULL;
 	struct tf_fwd_layer *l = &m->w.layers[g->layer];
 	switch (g->proj) {
 	case TF_PROJ_WQ_A: return &l->wq_a;
@@ -217,8 +225,23 @@ static tf_status load_native(struct tf_model *m, const struct tf_plan_native *p)
 			return load_f32(m, t, &m->w.norm);
 		return TF_OK;
 	}
-	if (s->layer >= m->c.layers)
+	if (s->layer >= tf_config_all_layers(&m->c))
 		return TF_OK;
+	if (s->layer >= m->c.layers) { /* DSpark's own natives (names.h) */
+		char b[TF_NAME_MAX];
+		tf_names_block(&m->c, s->layer, b);
+		const char *n = s->name + strlen(b) + 1;
+		if (!strcmp(n, "main_norm.weight"))
+			return load_f32(m, t, &m->dw.main_norm);
+		if (!strcmp(n, "norm.weight"))
+			return load_f32(m, t, &m->w.mtp_norm);
+		if (!strcmp(n, "markov_head.embed.weight"))
+			return load_half(m, t, false, &m->dw.markov_embed);
+		if (!strcmp(n, "markov_head.head.weight"))
+			return load_half(m, t, false, &m->dw.markov_head);
+		if (!strcmp(n, "confidence_head.proj.weight"))
+			return load_f32(m, t, &m->dw.confidence);
+	}
 	struct tf_fwd_layer *l = &m->w.layers[s->layer];
 	static const struct {
 		const char *suffix;
@@ -385,13 +408,14 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 		goto fail;
 	m->plan_built = true;
 	const struct tf_config *c = &m->c;
-	m->w.layers = keep(m, c->layers * sizeof *m->w.layers);
+	uint32_t all = tf_config_all_layers(c); /* the DSpark blocks after the backbone */
+	m->w.layers = keep(m, all * sizeof *m->w.layers);
 	if (!m->w.layers) {
 		st = tf_err(TF_ERR_NOMEM, "model: layers");
 		goto fail;
 	}
-	memset(m->w.layers, 0, c->layers * sizeof *m->w.layers);
-	for (uint32_t L = 0; L < c->layers; L++) {
+	memset(m->w.layers, 0, all * sizeof *m->w.layers);
+	for (uint32_t L = 0; L < all; L++) {
 		struct tf_fwd_layer *l = &m->w.layers[L];
 		size_t E = tf_config_experts_of(c, L);
 		l->w1 = keep(m, E * sizeof *l->w1);
@@ -426,6 +450,9 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 	if ((st = tf_cpu_be_new(o.threads, &m->be)) || (st = tf_kv_new(&kc, &m->kv)) ||
 	    (st = tf_fwd_new(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, &m->fwd)))
 		goto fail;
+	if (c->mtp_layers &&
+	    (st = tf_dspark_new(m->be, c, &m->w, &m->dw, m->kv, m->fwd, &m->dspark)))
+		goto fail;
 	*out = m;
 	return TF_OK;
 fail:
@@ -437,6 +464,8 @@ void tf_model_free(struct tf_model *m)
 {
 	if (!m)
 		return;
+	tf_dspark_free(m->dspark);
+	free(m->taps);
 	tf_fwd_free(m->fwd);
 	tf_kv_free(m->kv);
 	tf_be_free(m->be);
@@ -507,5 +536,31 @@ tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const 
 		if (st)
 			return st;
 	}
-	return tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
+	if (!m->dspark)
+		return tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
+	/* with DSpark: the taps give the blocks' context rows of these positions */
+	if (R > m->taps_rows) {
+		uint16_t *t = tf_alloc_array((size_t)R * m->c.n_dspark_targets * m->c.hidden,
+					     sizeof *t);
+		if (!t)
+			return tf_err(TF_ERR_NOMEM, "model: taps of %d rows", R);
+		free(m->taps);
+		m->taps = t;
+		m->taps_rows = R;
+	}
+	tf_status st = tf_fwd_run_taps(m->fwd, R, ids, pos, seq, logits, m->taps);
+	return st ? st : tf_dspark_context(m->dspark, R, m->taps, pos, seq);
+}
+
+int tf_model_draft_block(const struct tf_model *m)
+{
+	return m->dspark ? tf_dspark_block(m->dspark) : 0;
+}
+
+tf_status tf_model_draft(struct tf_model *m, int n, const int *seq, const int32_t *anchor,
+			 const struct tf_sample_params *params, int32_t *draft, float *confidence)
+{
+	if (!m->dspark)
+		return tf_err(TF_ERR_UNSUPPORTED, "model: the pack has no DSpark blocks");
+	return tf_dspark_draft(m->dspark, n, seq, anchor, params, draft, confidence);
 }
