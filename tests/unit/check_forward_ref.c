@@ -5,6 +5,7 @@
  * fp32 against fp64 sums; the worst logit difference is printed and bounded.
  * With nothing discrete in the way, the DSpark half (§13: context rows,
  * draft pass, Markov draws, confidences) is compared too. */
+#include "compute/sample.h"
 #include "forward_model.h"
 
 #define TT 12
@@ -754,6 +755,23 @@ static void draft_compare(struct model *m, struct ref *r, struct tf_be *be, stru
 		prev = arg;
 	}
 	fprintf(stderr, "draft draws: %d of %d checked against the reference\n", checked, B);
+	/* a sampled draft is the keyed draw of base + bias at the position each
+	 * token will occupy (T + 1 + j), the previous draw feeding the bias */
+	struct tf_sample_params sp = {.seed = 7, .temperature = 1.0};
+	ck_assert_int_eq(tf_dspark_draft(d, 1, &s, &anchor, &sp, tok, conf), TF_OK);
+	struct tf_sampler *smp;
+	ck_assert_int_eq(tf_sampler_new((size_t)V, &smp), TF_OK);
+	float *row = malloc(sizeof(float) * V);
+	prev = anchor;
+	for (int j = 0; j < B; j++) {
+		ck_assert_int_eq(tf_dspark_markov_bias(d, 1, &prev, row), TF_OK);
+		for (int64_t v = 0; v < V; v++)
+			row[v] += got[j * V + v];
+		prev = tf_sample_row(smp, row, (size_t)V, (uint64_t)(TT + 1 + j), &sp);
+		ck_assert_int_eq(tok[j], prev);
+	}
+	free(row);
+	tf_sampler_free(smp);
 	free(got);
 	free(gh);
 	free(want);
