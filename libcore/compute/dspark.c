@@ -115,7 +115,7 @@ tf_status tf_dspark_context(struct tf_dspark *d, int R, const uint16_t *taps,
 	if ((st = scratch_new(&s, &tp, TF_DT_BF16, R, nt * D)) ||
 	    (st = be->ops->upload(be, tp, taps)) ||
 	    (st = scratch_new(&s, &mp, TF_DT_BF16, R, D)) ||
-	    (st = tf_lin_apply(be, &d->w->main_proj, tp, mp)) ||
+	    (st = tf_fwd_lin(be, &d->w->main_proj, tp, mp)) ||
 	    (st = scratch_new(&s, &mx, TF_DT_BF16, R, D)) ||
 	    (st = be->ops->rmsnorm(be, mp, &d->w->main_norm, c->eps, mx)) ||
 	    (st = scratch_new(&s, &p32, TF_DT_I32, R, 1)) || (st = be->ops->upload(be, p32, p)) ||
@@ -128,7 +128,7 @@ tf_status tf_dspark_context(struct tf_dspark *d, int R, const uint16_t *taps,
 		/* block i's context row: bf(RoPE(RMS(Lin(main_x; wkv_i); kv_norm_i), t)) */
 		uint32_t L = c->layers + i;
 		const struct tf_fwd_layer *lw = &d->fw->layers[L];
-		if ((st = tf_lin_apply(be, &lw->wkv, mx, kv)) ||
+		if ((st = tf_fwd_lin(be, &lw->wkv, mx, kv)) ||
 		    (st = be->ops->rmsnorm(be, kv, &lw->kv_norm, c->eps, kvn)) ||
 		    (st = be->ops->rope(be, kvn, p32, &d->plain, 0, row)) ||
 		    (st = be->ops->download(be, row, h)))
@@ -227,79 +227,96 @@ out:
 	return st;
 }
 
-tf_status tf_dspark_draft(struct tf_dspark *d, int n, const int *seq, const int32_t *anchor,
-			  const struct tf_sample_params *params, int32_t *draft,
-			  float *conf)
+/* The Markov draws of n sequences (spec §13), one row after another:
+ * logits_j = base_j + bias(prev) drawn at the position the token will
+ * occupy (P + 1 + j), then prev = that token. base [n, B, V] f32 and h
+ * [n, B, D] bf16 come from the draft pass, P [n] are the sequences'
+ * lengths, sp [n] the draws' settings; prev [n] enters with the anchors. */
+static tf_status draws(struct tf_dspark *d, int n, const float *base, const uint16_t *h,
+		       const int64_t *P, const struct tf_sample_params *sp, int32_t *prev,
+		       int32_t *draft, float *conf)
 {
 	const struct tf_config *c = d->c;
 	struct tf_be *be = d->be;
+	int B = (int)c->dspark_block;
+	int64_t V = c->vocab, D = c->hidden;
+	int want_conf = conf && d->w->confidence.data;
+	float *lg = tf_alloc_array((size_t)n * V, sizeof *lg), *cf = tf_alloc_array((size_t)n, sizeof *cf);
+	int64_t *at = tf_alloc_array((size_t)n, sizeof *at);
+	uint16_t *hj = tf_alloc_array((size_t)n * D, sizeof *hj);
+	struct scratch s = {.be = be};
+	struct tf_tensor *lt = NULL;
+	tf_status st = lg && cf && at && hj ? TF_OK : tf_err(TF_ERR_NOMEM, "dspark: out of memory");
+	if (st || (st = scratch_new(&s, &lt, TF_DT_F32, n, V)))
+		goto out;
+	for (int j = 0; j < B; j++) {
+		if ((st = tf_dspark_markov_bias(d, n, prev, lg)))
+			goto out;
+		for (int i = 0; i < n; i++) {
+			const float *b = base + ((int64_t)i * B + j) * V;
+			for (int64_t v = 0; v < V; v++)
+				lg[i * V + v] += b[v];
+			at[i] = P[i] + 1 + j;
+			memcpy(hj + i * D, h + ((int64_t)i * B + j) * D, (size_t)D * sizeof *hj);
+		}
+		if (want_conf && (st = confidence(d, n, hj, prev, cf)))
+			goto out;
+		if ((st = be->ops->upload(be, lt, lg)) || (st = be->ops->sample(be, lt, sp, at, prev)))
+			goto out;
+		for (int i = 0; i < n; i++) {
+			draft[i * B + j] = prev[i];
+			if (conf)
+				conf[i * B + j] = want_conf ? cf[i] : NAN;
+		}
+	}
+out:
+	scratch_release(&s);
+	free(lg);
+	free(cf);
+	free(at);
+	free(hj);
+	return st;
+}
+
+tf_status tf_dspark_draft(struct tf_dspark *d, int n, const int *seq, const int32_t *anchor,
+			  const struct tf_sample_params *params, int32_t *draft, float *conf)
+{
+	const struct tf_config *c = d->c;
 	int B = (int)c->dspark_block;
 	int64_t V = c->vocab, D = c->hidden, R = (int64_t)n * B;
 	if (n < 1 || !seq || !anchor || !draft)
 		return tf_err(TF_ERR_ARG, "dspark: %d sequences, or a missing array", n);
 	int32_t *ids = tf_alloc_array((size_t)R, sizeof *ids), *prev = tf_alloc_array((size_t)n, sizeof *prev);
-	int64_t *pos = tf_alloc_array((size_t)R, sizeof *pos), *at = tf_alloc_array((size_t)n, sizeof *at);
+	int64_t *pos = tf_alloc_array((size_t)R, sizeof *pos), *P = tf_alloc_array((size_t)n, sizeof *P);
 	int *sq = tf_alloc_array((size_t)R, sizeof *sq);
-	float *logits = tf_alloc_array((size_t)(R * V), sizeof *logits);
-	float *bias = tf_alloc_array((size_t)((int64_t)n * V), sizeof *bias);
-	float *cf = tf_alloc_array((size_t)n, sizeof *cf);
-	uint16_t *h = tf_alloc_array((size_t)(R * D), sizeof *h), *hj = tf_alloc_array((size_t)(n * D), sizeof *hj);
+	float *base = tf_alloc_array((size_t)(R * V), sizeof *base);
+	uint16_t *h = tf_alloc_array((size_t)(R * D), sizeof *h);
 	struct tf_sample_params *sp = tf_alloc_array((size_t)n, sizeof *sp);
-	struct scratch s = {.be = be};
-	struct tf_tensor *lt = NULL;
-	tf_status st = ids && prev && pos && at && sq && logits && bias && cf && h && hj && sp
+	tf_status st = ids && prev && pos && P && sq && base && h && sp
 			       ? TF_OK
 			       : tf_err(TF_ERR_NOMEM, "dspark: out of memory");
-	if (st)
-		goto out;
-	for (int i = 0; i < n; i++) {
-		int64_t P = tf_kv_len(d->kv, seq[i]);
+	for (int i = 0; i < n && !st; i++) {
+		P[i] = tf_kv_len(d->kv, seq[i]);
 		/* an open sequence (reserving the room it has changes nothing) */
-		if ((st = tf_kv_reserve(d->kv, seq[i], P)))
-			goto out;
+		if ((st = tf_kv_reserve(d->kv, seq[i], P[i])))
+			break;
 		for (int j = 0; j < B; j++) { /* [anchor, noise x (B - 1)] at P .. P + B - 1 */
 			ids[i * B + j] = j ? (int32_t)c->dspark_noise_token : anchor[i];
-			pos[i * B + j] = P + j;
+			pos[i * B + j] = P[i] + j;
 			sq[i * B + j] = seq[i];
 		}
 		prev[i] = anchor[i];
 		sp[i] = params ? params[i] : (struct tf_sample_params){0};
 	}
-	if ((st = tf_fwd_draft(d->f, (int)R, ids, pos, sq, logits, h)) ||
-	    (st = scratch_new(&s, &lt, TF_DT_F32, n, V)))
-		goto out;
-	for (int j = 0; j < B; j++) { /* the Markov draws, one row after another */
-		if ((st = tf_dspark_markov_bias(d, n, prev, bias)))
-			goto out;
-		for (int i = 0; i < n; i++) {
-			const float *base = logits + ((int64_t)i * B + j) * V;
-			for (int64_t v = 0; v < V; v++)
-				bias[i * V + v] += base[v];
-			at[i] = pos[i * B] + 1 + j; /* the position the token will occupy */
-			memcpy(hj + i * D, h + ((int64_t)i * B + j) * D, (size_t)D * sizeof *hj);
-		}
-		if (conf && d->w->confidence.data && (st = confidence(d, n, hj, prev, cf)))
-			goto out;
-		if ((st = be->ops->upload(be, lt, bias)) || (st = be->ops->sample(be, lt, sp, at, prev)))
-			goto out;
-		for (int i = 0; i < n; i++) {
-			draft[i * B + j] = prev[i];
-			if (conf)
-				conf[i * B + j] = d->w->confidence.data ? cf[i] : NAN;
-		}
-	}
-out:
-	scratch_release(&s);
+	if (!st && !(st = tf_fwd_draft(d->f, (int)R, ids, pos, sq, base, h)))
+		st = draws(d, n, base, h, P, sp, prev, draft, conf);
 	free(ids);
 	free(prev);
 	free(pos);
-	free(at);
+	free(P);
 	free(sq);
-	free(logits);
-	free(bias);
-	free(cf);
+	free(base);
 	free(h);
-	free(hj);
 	free(sp);
 	return st;
 }

@@ -87,7 +87,7 @@ static struct tf_tensor reshape3(const struct tf_tensor *t, int64_t a, int64_t b
 	return tf_tensor_make(t->data, t->dt, 3, a, b, c);
 }
 
-tf_status tf_lin_apply(struct tf_be *be, const struct tf_lin *l, const struct tf_tensor *x,
+tf_status tf_fwd_lin(struct tf_be *be, const struct tf_lin *l, const struct tf_tensor *x,
 		       struct tf_tensor *y)
 {
 	if (l->q) {
@@ -104,7 +104,7 @@ tf_status tf_lin_apply(struct tf_be *be, const struct tf_lin *l, const struct tf
 static tf_status lin(struct tf_fwd *f, const struct tf_lin *l, const struct tf_tensor *x,
 		     struct tf_tensor *y)
 {
-	return tf_lin_apply(f->be, l, x, y);
+	return tf_fwd_lin(f->be, l, x, y);
 }
 
 /* ---- set-up ---- */

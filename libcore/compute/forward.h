@@ -71,7 +71,7 @@ struct tf_fwd_weights {
 };
 
 /* y = x W^T on be: l's EXL3 weights or its dense tensor (ops.h). */
-tf_status tf_lin_apply(struct tf_be *be, const struct tf_lin *l, const struct tf_tensor *x,
+tf_status tf_fwd_lin(struct tf_be *be, const struct tf_lin *l, const struct tf_tensor *x,
 		       struct tf_tensor *y);
 
 /* The Engram rows of R rows for Engram layer `layer` (spec §11): rows
