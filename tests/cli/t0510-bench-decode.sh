@@ -36,7 +36,8 @@ expect_rc 65
 expect_err "^tf-bench: decode: pack"
 
 run tf-bench decode --backend cpu --pack nonexistent -r 1
-[ "$rc" -ne 0 ] || fail "a missing pack should fail"
+expect_rc 66
+expect_err "does not exist"
 
 run tf-bench decode --pack pack
 expect_rc 69
