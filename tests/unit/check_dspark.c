@@ -3,7 +3,8 @@
  * after one prefill equal drafts after token-by-token decode; after fork
  * and rollback they equal recomputation; a batch equals each alone; a draft
  * changes nothing and repeats; a pack whose Markov head encodes a successor
- * table drafts that chain, with the confidences its head gives by hand.
+ * table drafts that chain, with the confidences its head gives by hand; a
+ * pack without the optional confidence head drafts alike, with NaNs.
  * (check_forward_ref.c checks the draft pass against an fp64 reference.) */
 #include <check.h>
 #include <fcntl.h>
@@ -15,11 +16,13 @@
 
 #include "base/f16.h"
 #include "base/file.h"
+#include "base/json.h"
 #include "compute/dspark.h"
 #include "compute/model.h"
 #include "compute/sample.h"
 #include "model/synth.h"
 #include "pack/pack.h"
+#include "pack/safetensors.h"
 
 static char tmpdir[64];
 static char packdir[128];
@@ -390,6 +393,69 @@ START_TEST(markov_chain_pack)
 }
 END_TEST
 
+/* Rewrite the pack without one tensor: its shard without it, the index
+ * without its name. */
+static void drop_tensor(const char *name)
+{
+	struct tf_pack pk;
+	ck_assert_int_eq(tf_pack_open(&pk, packdir), TF_OK);
+	const struct tf_pack_tensor *gone = tf_pack_find(&pk, name);
+	ck_assert_ptr_nonnull(gone);
+	uint32_t shard = gone->shard;
+	struct tf_st_writer w;
+	ck_assert_int_eq(tf_st_writer_init(&w, pk.shards[shard].path), TF_OK);
+	for (size_t i = 0; i < pk.n; i++)
+		if (pk.tensors[i].shard == shard && &pk.tensors[i] != gone)
+			ck_assert_int_eq(tf_st_writer_add(&w, pk.tensors[i].t->name,
+							  pk.tensors[i].t->dtype, pk.tensors[i].t->ndim,
+							  pk.tensors[i].t->shape),
+					 TF_OK);
+	ck_assert_int_eq(tf_st_writer_begin(&w), TF_OK);
+	for (size_t i = 0; i < pk.n; i++) {
+		const struct tf_pack_tensor *t = &pk.tensors[i];
+		if (t->shard != shard || t == gone)
+			continue;
+		size_t n = (size_t)(t->t->end - t->t->begin);
+		void *buf = malloc(n ? n : 1);
+		ck_assert_int_eq(tf_pack_read(&pk, t, 0, buf, n), TF_OK);
+		ck_assert_int_eq(tf_st_writer_put(&w, t->t->name, 0, buf, n), TF_OK);
+		free(buf);
+	}
+	ck_assert_int_eq(tf_st_writer_commit(&w), TF_OK);
+	char path[256];
+	snprintf(path, sizeof path, "%s/%s", packdir, TF_PACK_INDEX);
+	json_t *index;
+	ck_assert_int_eq(tf_json_load(path, 1 << 26, &index), TF_OK);
+	ck_assert_int_eq(json_object_del(json_object_get(index, "weight_map"), name), 0);
+	ck_assert_int_eq(json_dump_file(index, path, JSON_INDENT(2)), 0);
+	json_decref(index);
+	tf_pack_close(&pk);
+}
+
+/* A pack without its (optional) confidence head drafts the same tokens,
+ * with NaN confidences. */
+START_TEST(no_confidence_head)
+{
+	make_pack(41);
+	struct tf_model *m = open_model(0);
+	int B = tf_model_draft_block(m), s;
+	ck_assert_int_eq(tf_model_seq_new(m, &s), TF_OK);
+	feed(m, s, 0, 6, 6);
+	struct draft with = draft_one(m, s, 9, NULL);
+	tf_model_free(m);
+	drop_tensor("mtp.0.confidence_head.proj.weight");
+	m = open_model(0);
+	ck_assert_int_eq(tf_model_seq_new(m, &s), TF_OK);
+	feed(m, s, 0, 6, 6);
+	struct draft without = draft_one(m, s, 9, NULL);
+	ck_assert_mem_eq(with.tok, without.tok, sizeof(int32_t) * (size_t)B);
+	for (int j = 0; j < B; j++)
+		ck_assert(isnan(without.conf[j]) && !isnan(with.conf[j]));
+	tf_model_free(m);
+	drop_pack();
+}
+END_TEST
+
 /* A config without DSpark blocks has no drafts. */
 START_TEST(optional_parts)
 {
@@ -426,6 +492,7 @@ Suite *suite_dspark(void)
 	tcase_add_loop_test(tc, prefill_equals_decode, 0, 2);
 	tcase_add_test(tc, fork_rollback_batch);
 	tcase_add_test(tc, markov_chain_pack);
+	tcase_add_test(tc, no_confidence_head);
 	tcase_add_test(tc, optional_parts);
 	suite_add_tcase(s, tc);
 	return s;
