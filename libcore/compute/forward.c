@@ -527,6 +527,9 @@ out:
 	return st;
 }
 
+/* UNCONFIRMED (spec §13; vLLM's mask kernel is not public): the key set is
+ * PC's, each row's own window of context rows plus every draft row. MLX
+ * gives every row the same context rows P - window .. P - 1 instead. */
 int64_t tf_fwd_draft_keys(int64_t P, int n, int64_t window, int32_t *off, int32_t *idx)
 {
 	int64_t lo = P - window + 1 < 0 ? 0 : P - window + 1, m = 0;
