@@ -19,6 +19,10 @@ static const struct tf_opt opts[] = {
 	{"preset", 0, TF_OPT_STR, &bench.preset, "NAME", NULL, NULL,
 	 "decode: write a synthetic pack of this preset (tiny|small) to a temporary folder", 0, 0,
 	 NULL},
+	{"prepared", 0, TF_OPT_STR, &bench.prepared, "DIR", NULL, NULL,
+	 "decode: load each rank from tf-prepare's folder DIR of the --pack", 0, 0, NULL},
+	{"world", 'w', TF_OPT_INT, &bench.world, "W", NULL, "1",
+	 "decode: tensor-parallel ranks, on threads of this process (1, 2, 4 or 8)", 1, 8, NULL},
 	{"ctx", 0, TF_OPT_INT, &bench.ctx, "N", NULL, "64",
 	 "decode: prompt tokens prefilled per sequence before decoding", 1, 1 << 20, NULL},
 	{"draft", 0, TF_OPT_FLAG, &bench.draft, NULL, NULL, NULL,
@@ -85,7 +89,8 @@ static const struct tf_opt opts[] = {
 
 static const struct tf_cli cli = {
 	"tf-bench", "kernels [--backend cuda|cpu] [OPTION]...\n"
-	"       tf-bench decode --backend cpu --pack DIR|--preset NAME [--rows N] [--ctx N] [--draft] [OPTION]...\n"
+	"       tf-bench decode --backend cpu --pack DIR|--preset NAME [--world W] [--prepared DIR]\n"
+	"                       [--rows N] [--ctx N] [--draft] [OPTION]...\n"
 	"       tf-bench serve [--port PORT] [--requests N] [--concurrency N] [OPTION]...",
 	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU), "
 	"the model's prefill and decode throughput, or load a running server like vllm bench serve.",

@@ -11,6 +11,8 @@ struct bench_opts {
 	const char *backend;            /* kernels: cuda or cpu */
 	const char *shapes, *bits, *rows, *codebook;
 	const char *pack, *preset;      /* decode: the model */
+	const char *prepared;           /* decode: tf-prepare's folder of the pack */
+	int64_t world;                  /* decode: tensor-parallel ranks on threads */
 	int64_t iters, device, blocks_per_sm, threads, experts, ctx;
 	double seconds;
 	bool json, no_cublas, draft;

@@ -10,6 +10,9 @@
 #include "base/alloc.h"
 #include "base/f16.h"
 #include "compute/phases.h"
+#include "compute/tp.h"
+#include "fabric/comm.h"
+#include "model/engram_layout.h"
 
 #define MAX_TMP 64
 
@@ -26,6 +29,9 @@ struct tf_fwd {
 	tf_engram_rows_fn engram;
 	void *engram_ctx;
 	struct tf_rope_freqs plain, yarn;
+	struct tf_comm *comm;   /* NULL at world 1 */
+	int rank, world;
+	int64_t Hl, Gl, Il, Vl; /* the rank's heads, output groups, expert width, vocabulary */
 	struct tf_phases *ph;
 	int ph_embed, ph_head, ph_layer[TF_CONFIG_MAX_LAYERS][3]; /* engram, attn, moe */
 	/* per call */
@@ -107,6 +113,25 @@ static tf_status lin(struct tf_fwd *f, const struct tf_lin *l, const struct tf_t
 	return tf_fwd_lin(f->be, l, x, y);
 }
 
+/* A row-split projection's output y [R, N] bf16 (wo_b): at world 1 lin
+ * rounds once; at world > 1 each rank's fp32 partial is summed over the
+ * ranks in rank order, then rounded once (spec §3 step 5, §9). */
+static tf_status lin_sum(struct tf_fwd *f, const struct tf_lin *l, const struct tf_tensor *x,
+			 struct tf_tensor *y)
+{
+	if (!f->comm)
+		return lin(f, l, x, y);
+	int mark = f->ntmp;
+	struct tf_tensor *p;
+	tf_status st;
+	if (!(st = tmp_new(f, &p, TF_DT_F32, 2, tf_tensor_rows(y), tf_tensor_cols(y), 1)) &&
+	    !(st = lin(f, l, x, p)) &&
+	    !(st = tf_tp_sum_f32(f->comm, p->data, (size_t)tf_tensor_numel(p))))
+		st = f->be->ops->convert(f->be, p, y);
+	tmp_release_from(f, mark);
+	return st;
+}
+
 /* ---- set-up ---- */
 
 static int kv_src_index(const struct tf_config *c, uint32_t layer)
@@ -159,12 +184,13 @@ static tf_status need_l(const struct tf_lin *l, int64_t n, int64_t k, uint32_t L
 	return st;
 }
 
-/* Every tensor a block's mode uses, with its shape (§2-§11). */
-static tf_status check_layer(const struct tf_config *c, const struct tf_fwd_layer *l, uint32_t L)
+/* Every tensor a block's mode uses, with the rank's shape (§2-§11). */
+static tf_status check_layer(const struct tf_fwd *f, const struct tf_fwd_layer *l, uint32_t L)
 {
-	int64_t D = c->hidden, S = c->hc_mult, M = 2 * S + S * S, hd = c->head_dim, H = c->heads;
-	int64_t ql = c->q_lora, G = c->o_groups, ol = c->o_lora, Hi = c->index_heads;
-	int64_t Di = c->index_dim, I = c->expert_width, E = tf_config_experts_of(c, L);
+	const struct tf_config *c = f->c;
+	int64_t D = c->hidden, S = c->hc_mult, M = 2 * S + S * S, hd = c->head_dim, H = f->Hl;
+	int64_t ql = c->q_lora, G = f->Gl, ol = c->o_lora, Hi = c->index_heads;
+	int64_t Di = c->index_dim, I = f->Il, E = tf_config_experts_of(c, L);
 	tf_status st;
 	if ((st = need_t(&l->attn_norm, D, L, "attn_norm")) || (st = need_t(&l->ffn_norm, D, L, "ffn_norm")) ||
 	    (st = need_t(&l->q_norm, ql, L, "q_norm")) || (st = need_t(&l->kv_norm, hd, L, "kv_norm")) ||
@@ -181,7 +207,7 @@ static tf_status check_layer(const struct tf_config *c, const struct tf_fwd_laye
 		    (st = need_t(&l->hc_scale[i], 3, L, "hc scale")))
 			return st;
 	for (int64_t g = 0; g < G; g++)
-		if ((st = need_l(&l->wo_a[g], ol, H / G * hd, L, "wo_a")))
+		if ((st = need_l(&l->wo_a[g], ol, c->heads / c->o_groups * hd, L, "wo_a")))
 			return st;
 	if (!l->w1 || !l->w2 || !l->w3)
 		return tf_err(TF_ERR_ARG, "forward: layer %u: routed experts are missing", L);
@@ -213,7 +239,25 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
 		     struct tf_kv *kv, tf_engram_rows_fn engram, void *engram_ctx,
 		     struct tf_fwd **out)
 {
+	return tf_fwd_new_tp(be, c, w, kv, engram, engram_ctx, NULL, out);
+}
+
+tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
+			const struct tf_fwd_weights *w, struct tf_kv *kv, tf_engram_rows_fn engram,
+			void *engram_ctx, struct tf_comm *comm, struct tf_fwd **out)
+{
 	*out = NULL;
+	int world = comm ? comm->world : 1, rank = comm ? comm->rank : 0;
+	uint32_t nw = (uint32_t)world;
+	if (world < 1 || world > TF_BOOT_MAX_WORLD || rank < 0 || rank >= world || c->heads % nw ||
+	    c->o_groups % nw || c->expert_width % nw || c->vocab % nw)
+		return tf_err(TF_ERR_CONFIG, "forward: rank %d of %d does not divide %u heads, %u "
+			      "output groups, expert width %u and vocabulary %u", rank, world,
+			      c->heads, c->o_groups, c->expert_width, c->vocab);
+	if (comm && comm->device)
+		return tf_err(TF_ERR_UNSUPPORTED, "forward: the %s comm holds device memory", comm->name);
+	struct tf_fwd dims = {.c = c, .Hl = c->heads / world, .Gl = c->o_groups / world,
+			      .Il = c->expert_width / world, .Vl = c->vocab / world};
 	const struct tf_kv_config *kc = tf_kv_config(kv);
 	if (kc->layers < (int)c->layers || kc->dim != (int)c->head_dim ||
 	    kc->rope != (int)c->rope_dim || kc->sources != (int)c->n_kv_sources)
@@ -224,12 +268,12 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
 	if (c->n_engram && !engram)
 		return tf_err(TF_ERR_ARG, "forward: the config has Engram layers and no row source");
 	tf_status st;
-	if (!w->layers || (st = need_t(&w->embed, (int64_t)c->vocab * c->hidden, 0, "embed")) ||
+	if (!w->layers || (st = need_t(&w->embed, dims.Vl * c->hidden, 0, "embed")) ||
 	    (st = need_t(&w->norm, c->hidden, 0, "norm")) ||
-	    (st = need_l(&w->head, c->vocab, c->hidden, 0, "head")))
+	    (st = need_l(&w->head, dims.Vl, c->hidden, 0, "head")))
 		return w->layers ? st : tf_err(TF_ERR_ARG, "forward: no layers");
 	for (uint32_t L = 0; L < c->layers; L++)
-		if ((st = check_layer(c, &w->layers[L], L)))
+		if ((st = check_layer(&dims, &w->layers[L], L)))
 			return st;
 	if (w->mtp_norm.data) { /* the DSpark blocks */
 		if (!c->mtp_layers || kc->layers < (int)tf_config_all_layers(c))
@@ -238,12 +282,16 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
 		if ((st = need_t(&w->mtp_norm, c->hidden, c->layers, "norm")))
 			return st;
 		for (uint32_t L = c->layers; L < tf_config_all_layers(c); L++)
-			if ((st = check_layer(c, &w->layers[L], L)))
+			if ((st = check_layer(&dims, &w->layers[L], L)))
 				return st;
 	}
 	struct tf_fwd *f = calloc(1, sizeof *f);
 	if (!f)
 		return tf_err(TF_ERR_NOMEM, "forward: out of memory");
+	*f = dims;
+	f->comm = world > 1 ? comm : NULL;
+	f->rank = rank;
+	f->world = world;
 	f->be = be;
 	f->c = c;
 	f->w = w;
@@ -594,7 +642,7 @@ static tf_status attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor 
 	const struct tf_fwd_layer *lw = &f->w->layers[L];
 	struct tf_be *be = f->be;
 	int R = f->R, mark = f->ntmp;
-	int64_t hd = c->head_dim, H = c->heads, G = c->o_groups, hg = H / G, ol = c->o_lora;
+	int64_t hd = c->head_dim, H = f->Hl, G = f->Gl, hg = H / G, ol = c->o_lora;
 	struct tf_tensor *pos, *qa, *qn, *kv, *kvn, *win, *q, *qr, *o32, *o, *og, *zg, *z;
 	tf_status st;
 	int32_t *p32 = malloc((size_t)R * sizeof *p32);
@@ -653,7 +701,7 @@ static tf_status attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor 
 			       (size_t)ol * 2);
 	}
 	if (!st)
-		st = lin(f, &lw->wo_b, z, branch);
+		st = lin_sum(f, &lw->wo_b, z, branch);
 out:
 	tmp_release_from(f, mark);
 	free(p32);
@@ -667,7 +715,7 @@ out:
 static tf_status expert(struct tf_fwd *f, const struct tf_lin *w1, const struct tf_lin *w2,
 			const struct tf_lin *w3, const struct tf_tensor *x, struct tf_tensor *y)
 {
-	int64_t n = x->shape[0], I = f->c->expert_width;
+	int64_t n = x->shape[0], I = f->Il;
 	int mark = f->ntmp;
 	struct tf_tensor *gt, *up, *a;
 	tf_status st;
@@ -721,8 +769,17 @@ static tf_status moe(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
 			memcpy((float *)Y->data + (int64_t)rows[i] * D, (float *)ye->data + i * D,
 			       (size_t)D * sizeof(float));
 	}
-	if (!st && !(st = expert(f, &lw->sh_w1, &lw->sh_w2, &lw->sh_w3, x, sh)))
-		st = be->ops->moe_combine(be, Y, wts, sh, branch);
+	if (!st && !(st = expert(f, &lw->sh_w1, &lw->sh_w2, &lw->sh_w3, x, sh))) {
+		if (!f->comm) {
+			st = be->ops->moe_combine(be, Y, wts, sh, branch);
+		} else { /* the rank's fp32 partial of w2's sums, summed over ranks, rounded once */
+			struct tf_tensor *part;
+			if (!(st = tmp_new(f, &part, TF_DT_F32, 2, R, D, 1)) &&
+			    !(st = be->ops->moe_combine(be, Y, wts, sh, part)) &&
+			    !(st = tf_tp_sum_f32(f->comm, part->data, (size_t)(R * D))))
+				st = be->ops->convert(be, part, branch);
+		}
+	}
 out:
 	tmp_release_from(f, mark);
 	free(rows);
@@ -736,17 +793,32 @@ static tf_status engram(struct tf_fwd *f, uint32_t L, struct tf_tensor *X)
 	const struct tf_config *c = f->c;
 	const struct tf_fwd_layer *lw = &f->w->layers[L];
 	int R = f->R, mark = f->ntmp;
-	int64_t width = (int64_t)tf_config_hash_cols(c) * c->engram_head_dim;
+	uint32_t cols = tf_config_hash_cols(c), c0, c1;
+	int64_t hd = c->engram_head_dim, width = (int64_t)cols * hd;
 	int64_t S = c->hc_mult, D = c->hidden;
-	struct tf_tensor *rows, *blocked, *kv;
+	size_t wb[TF_BOOT_MAX_WORLD]; /* bytes per row of each rank's columns */
+	struct tf_tensor *rows, *mine, *blocked, *kv, part;
 	tf_status st;
-	if (!(st = tmp_new(f, &rows, TF_DT_BF16, 2, R, width, 1)) &&
-	    !(st = tmp_new(f, &blocked, TF_DT_U8, 1, R, 1, 1)) &&
-	    !(st = f->engram(f->engram_ctx, L, R, f->ids, f->pos, f->seq, rows, blocked->data)) &&
-	    !(st = tmp_new(f, &kv, TF_DT_BF16, 2, R, (S + 1) * D, 1)) &&
+	for (int r = 0; r < f->world; r++) {
+		tf_engram_rank_cols(cols, (uint32_t)r, (uint32_t)f->world, &c0, &c1);
+		wb[r] = (size_t)((c1 - c0) * hd) * 2;
+	}
+	tf_engram_rank_cols(cols, (uint32_t)f->rank, (uint32_t)f->world, &c0, &c1);
+	if ((st = tmp_new(f, &rows, TF_DT_BF16, 2, R, width, 1)) ||
+	    (st = tmp_new(f, &blocked, TF_DT_U8, 1, R, 1, 1)))
+		goto out;
+	mine = rows; /* at world > 1: the rank's columns, then gathered into rows */
+	if (f->comm && (st = tmp_new(f, &mine, TF_DT_BF16, 2, R, (c1 - c0) * hd + 1, 1)))
+		goto out; /* (one spare element: a rank may own no column) */
+	part = tf_tensor_make(mine->data, TF_DT_BF16, 2, (int64_t)R, (int64_t)(c1 - c0) * hd);
+	if ((st = f->engram(f->engram_ctx, L, R, f->ids, f->pos, f->seq, &part, blocked->data)) ||
+	    (f->comm && (st = tf_tp_gather_cols(f->comm, mine->data, (size_t)R, wb, rows->data))))
+		goto out;
+	if (!(st = tmp_new(f, &kv, TF_DT_BF16, 2, R, (S + 1) * D, 1)) &&
 	    !(st = lin(f, &lw->engram_wkv, rows, kv)))
 		st = f->be->ops->engram_gate(f->be, X, kv, &lw->engram_qk, blocked, c->eps,
 					     c->engram_gate_clamp, X);
+out:
 	tmp_release_from(f, mark);
 	return st;
 }
@@ -788,6 +860,53 @@ static tf_status reserve(struct tf_fwd *f)
 	return TF_OK;
 }
 
+/* §2: the streams X [R, S, D] of the ids. At world > 1 each rank embeds
+ * its vocabulary rows (zeros elsewhere), the parts are gathered and each
+ * row is taken from the rank that holds its id: the same bits as world 1
+ * (a sum of the parts would turn a -0 into +0). */
+static tf_status embed(struct tf_fwd *f, const struct tf_tensor *ids, struct tf_tensor *X)
+{
+	struct tf_be *be = f->be;
+	if (!f->comm)
+		return be->ops->embed(be, &f->w->embed, 0, ids, X);
+	int R = f->R, mark = f->ntmp;
+	int64_t S = f->c->hc_mult, D = f->c->hidden;
+	size_t row = (size_t)D * 2;
+	struct tf_tensor *part, *all;
+	tf_status st;
+	if (!(st = tmp_new(f, &part, TF_DT_BF16, 3, R, 1, D)) &&
+	    !(st = tmp_new(f, &all, TF_DT_BF16, 3, f->world, R, D)) &&
+	    !(st = be->ops->embed(be, &f->w->embed, f->rank * f->Vl, ids, part)) &&
+	    !(st = tf_tp_gather(f->comm, part->data, (size_t)R * row, all->data)))
+		for (int i = 0; i < R; i++) {
+			int64_t owner = f->ids[i] / f->Vl;
+			const char *src = (const char *)all->data + ((size_t)owner * R + i) * row;
+			for (int64_t s = 0; s < S; s++)
+				memcpy((char *)X->data + ((size_t)i * S + s) * row, src, row);
+		}
+	tmp_release_from(f, mark);
+	return st;
+}
+
+/* §12: logits [R, V] f32 of the final normed rows. At world > 1 each rank
+ * computes its vocabulary columns and the columns are gathered (exact). */
+static tf_status head(struct tf_fwd *f, const struct tf_tensor *x, float *logits)
+{
+	int R = f->R, mark = f->ntmp;
+	struct tf_tensor out = tf_tensor_make(logits, TF_DT_F32, 2, (int64_t)R, (int64_t)f->c->vocab);
+	if (!f->comm)
+		return lin(f, &f->w->head, x, &out);
+	size_t wb[TF_BOOT_MAX_WORLD];
+	for (int r = 0; r < f->world; r++)
+		wb[r] = (size_t)f->Vl * sizeof(float);
+	struct tf_tensor *part;
+	tf_status st;
+	if (!(st = tmp_new(f, &part, TF_DT_F32, 2, R, f->Vl, 1)) && !(st = lin(f, &f->w->head, x, part)))
+		st = tf_tp_gather_cols(f->comm, part->data, (size_t)R, wb, logits);
+	tmp_release_from(f, mark);
+	return st;
+}
+
 /* §13 taps: T = bf(mean_s fp32(X_s)) of the streams entering block L,
  * for L the t-th DSpark target. */
 static void tap(struct tf_fwd *f, const struct tf_tensor *X, uint32_t t)
@@ -827,7 +946,7 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 		    (st = tmp_new(f, &comb[i], TF_DT_F32, 3, R, S, S)))
 			return st;
 	tf_phase_begin(f->ph, f->ph_embed);
-	st = be->ops->embed(be, &w->embed, 0, ids, X); /* §2 */
+	st = embed(f, ids, X); /* §2 */
 	tf_phase_end(f->ph, f->ph_embed);
 	if (st)
 		return st;
@@ -876,11 +995,10 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 	}
 	if (st)
 		return st;
-	struct tf_tensor out = tf_tensor_make(logits, TF_DT_F32, 2, (int64_t)R, (int64_t)c->vocab);
 	tf_phase_begin(f->ph, f->ph_head);
 	if (!(st = be->ops->hc_collapse(be, X, pre_in, cl)) && /* §12 */
 	    !(st = be->ops->rmsnorm(be, cl, f->draft ? &w->mtp_norm : &w->norm, eps, xin)))
-		st = lin(f, &w->head, xin, &out);
+		st = head(f, xin, logits);
 	if (!st && f->hidden)
 		memcpy(f->hidden, cl->data, (size_t)(R * D) * sizeof(uint16_t));
 	tf_phase_end(f->ph, f->ph_head);

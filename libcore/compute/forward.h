@@ -12,12 +12,24 @@
  * A sequence longer than the window ring (256 - window rows) in one call
  * runs in several passes, which equals one pass (chunked prefill is exact).
  *
+ * Tensor parallelism (tf_fwd_new_tp): each of world ranks runs the same
+ * call with its plan's slices (model/plan.h) and the forward inserts the
+ * collectives (tp.h): the embedding's vocabulary rows are gathered (each
+ * row comes from the rank that holds it: exact), Engram rows of each
+ * rank's hash columns are gathered, the partial fp32 outputs of the
+ * row-split wo_b and of the experts' w2 (with the combine) are summed in
+ * rank order and then rounded to bf16 once (spec §3 step 5), and the
+ * vocabulary columns of the head's logits are gathered. Everything else
+ * (wq_a, wkv, compressor, indexer, router, mHC, norms) is replicated, so
+ * every rank's streams and caches hold the same bits. World 1 makes no
+ * collective call.
+ *
  * The DSpark (MTP) blocks run in their own call, tf_fwd_draft (spec §13):
  * a draft pass over each sequence's block of rows after its last position,
  * reading the blocks' window rings (context rows written by dspark.h) and
- * writing nothing.
+ * writing nothing; at world > 1 with the same collectives.
  *
- * State of this version: TP world 1. Weights are dense tensors or EXL3 handles (struct
+ * Weights are dense tensors or EXL3 handles (struct
  * tf_lin). Between the ops, rows move on the host: the KV cache lives in
  * host memory (kv.h) and the forward gathers key tables, expert rows and
  * output groups with memcpy, which assumes tensors the host can address (the
@@ -43,7 +55,10 @@ struct tf_lin {
 
 /* One backbone block's weights (borrowed by the forward). Norms and mHC
  * tensors are f32; the router gate and weights_proj dense. Tensors a
- * layer's mode does not use stay empty. */
+ * layer's mode does not use stay empty. Shapes are a rank's: with w ranks,
+ * wq_b has H/w heads, sink [H/w], wo_a the rank's G/w output groups (local
+ * index 0..G/w-1), wo_b K = G/w·o_lora, the experts' and shared expert's
+ * w1/w3 N and w2 K = I/w; the rest is whole. */
 struct tf_fwd_layer {
 	struct tf_tensor attn_norm, ffn_norm, q_norm, kv_norm;  /* [D], [D], [q_lora], [hd] */
 	struct tf_tensor hc_fn[2], hc_base[2], hc_scale[2];     /* [0] hc_attn, [1] hc_ffn */
@@ -61,9 +76,9 @@ struct tf_fwd_layer {
 };
 
 struct tf_fwd_weights {
-	struct tf_tensor embed;       /* [V, D] bf16 */
+	struct tf_tensor embed;       /* [V/w, D] bf16: the rank's vocabulary rows */
 	struct tf_tensor norm;        /* [D] */
-	struct tf_lin head;           /* [V, D] */
+	struct tf_lin head;           /* [V/w, D]: the rank's vocabulary columns */
 	struct tf_fwd_layer *layers;  /* [layers], then [mtp_layers] DSpark blocks when
 				       * mtp_norm is set */
 	struct tf_tensor mtp_norm;    /* [D]: the last DSpark block's norm, or empty
@@ -75,8 +90,10 @@ tf_status tf_fwd_lin(struct tf_be *be, const struct tf_lin *l, const struct tf_t
 		       struct tf_tensor *y);
 
 /* The Engram rows of R rows for Engram layer `layer` (spec §11): rows
- * [R, hash_cols * engram_head_dim] bf16 and blocked[R] (1: gate 0). The
- * provider knows each sequence's earlier tokens. */
+ * [R, n_cols * engram_head_dim] bf16 of the hash columns [c0, c0+n_cols)
+ * the rank owns (tf_engram_rank_cols; all of them at world 1), and
+ * blocked[R] (1: gate 0). The provider knows each sequence's earlier
+ * tokens. */
 typedef tf_status (*tf_engram_rows_fn)(void *ctx, uint32_t layer, int R, const int32_t *ids,
 				       const int64_t *pos, const int *seq, struct tf_tensor *rows,
 				       uint8_t *blocked);
@@ -92,6 +109,16 @@ void tf_fwd_kv_config(const struct tf_config *c, int64_t pages, int slots, int64
 tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct tf_fwd_weights *w,
 		     struct tf_kv *kv, tf_engram_rows_fn engram, void *engram_ctx,
 		     struct tf_fwd **out);
+
+/* A tensor-parallel rank: comm (borrowed, host memory, comm->rank and
+ * comm->world give the rank) carries the collectives; w holds the rank's
+ * slices. A NULL comm is world 1. TF_ERR_CONFIG when the world does not
+ * divide the heads, output groups, expert width and vocabulary. Every
+ * rank must run the same calls (rows, positions, sequences). */
+struct tf_comm;
+tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
+			const struct tf_fwd_weights *w, struct tf_kv *kv, tf_engram_rows_fn engram,
+			void *engram_ctx, struct tf_comm *comm, struct tf_fwd **out);
 void tf_fwd_free(struct tf_fwd *f);
 
 struct tf_phases;

@@ -1,4 +1,6 @@
-/* model.c: a pack loaded for the forward on the CPU backend (model.h). */
+/* model.c: a DeepSeek-V4.1 model of one tensor-parallel rank on the CPU
+ * backend (model.h): open (the weights come from model_load.c), Engram
+ * rows of the rank's hash columns, sequences and the forward. */
 #include "compute/model.h"
 
 #include <stddef.h>
@@ -6,51 +8,18 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/f16.h"
-#include "compute/dspark.h"
-#include "compute/forward.h"
+#include "base/file.h"
+#include "compute/model_impl.h"
 #include "compute/ops.h"
-#include "model/engram_hash.h"
+#include "fabric/comm.h"
 #include "model/engram_map.h"
-#include "model/exl3.h"
-#include "model/names.h"
-#include "model/plan.h"
-#include "pack/pack.h"
+#include "model/engram_rows.h"
+#include "model/engram_shard.h"
+#include "model/prepare.h"
+#include "model/prepared.h"
 #include "text/tokenizer.h"
 
-struct hist {
-	uint32_t *ids; /* token at each position */
-	int64_t cap;
-};
-
-struct tf_model {
-	struct tf_config c;
-	struct tf_pack pack;
-	bool pack_open;
-	struct tf_plan plan;
-	bool plan_built;
-	struct tf_be *be;
-	struct tf_kv *kv;
-	struct tf_fwd *fwd;
-	struct tf_fwd_weights w;
-	struct tf_dspark_weights dw; /* DSpark (spec §13) */
-	struct tf_dspark *dspark;    /* NULL: the pack has no DSpark blocks */
-	uint16_t *taps;              /* [taps_rows, targets, D] */
-	int taps_rows;
-	struct tf_exl3_layer *q;   /* [plan.ngroups] */
-	void **mem;                /* every buffer the weights use */
-	size_t nmem, capmem;
-	/* Engram */
-	struct tf_engram_layout lay;
-	struct tf_engram_host host;
-	bool host_init;
-	struct tf_engram_hasher hasher;
-	const struct tf_pack_tensor *table[TF_CONFIG_MAX_ENGRAM];
-	struct hist *hist;         /* [slots] */
-	int slots;
-};
-
-static void *keep(struct tf_model *m, size_t bytes)
+void *tf_model_keep(struct tf_model *m, size_t bytes)
 {
 	if (m->nmem == m->capmem) {
 		size_t cap = m->capmem ? 2 * m->capmem : 256;
@@ -64,234 +33,6 @@ static void *keep(struct tf_model *m, size_t bytes)
 	if (b)
 		m->mem[m->nmem++] = b;
 	return b;
-}
-
-static uint64_t tensor_bytes(const struct tf_pack_tensor *t)
-{
-	return t->t->end - t->t->begin;
-}
-
-/* A whole pack tensor into a new buffer. */
-static tf_status read_whole(struct tf_model *m, const struct tf_pack_tensor *t, void **out)
-{
-	uint64_t n = tensor_bytes(t);
-	void *b = keep(m, n);
-	if (!b)
-		return tf_err(TF_ERR_NOMEM, "model: %s: %llu bytes", t->t->name, (unsigned long long)n);
-	*out = b;
-	return tf_pack_read(&m->pack, t, 0, b, n);
-}
-
-static uint64_t numel(const struct tf_pack_tensor *t)
-{
-	uint64_t n = 1;
-	for (int i = 0; i < t->t->ndim; i++)
-		n *= t->t->shape[i];
-	return n;
-}
-
-/* A native as f32 (F32, BF16 or F16 in the pack), shaped [a] or [a, b]. */
-static tf_status load_f32(struct tf_model *m, const struct tf_pack_tensor *t, struct tf_tensor *out)
-{
-	void *raw;
-	tf_status st = read_whole(m, t, &raw);
-	if (st)
-		return st;
-	uint64_t n = numel(t);
-	float *f = keep(m, n * sizeof(float));
-	if (!f)
-		return tf_err(TF_ERR_NOMEM, "model: %s", t->t->name);
-	for (uint64_t i = 0; i < n; i++) {
-		switch (t->t->dtype) {
-		case TF_DTYPE_F32: f[i] = ((const float *)raw)[i]; break;
-		case TF_DTYPE_BF16: f[i] = tf_bf16_to_f32(((const uint16_t *)raw)[i]); break;
-		case TF_DTYPE_F16: f[i] = tf_f16_to_f32(((const uint16_t *)raw)[i]); break;
-		default:
-			return tf_err(TF_ERR_FORMAT, "model: %s: not a float tensor", t->t->name);
-		}
-	}
-	*out = t->t->ndim == 2 ? tf_tensor_make(f, TF_DT_F32, 2, (int64_t)t->t->shape[0],
-						(int64_t)t->t->shape[1])
-			       : tf_tensor_make(f, TF_DT_F32, 1, (int64_t)n);
-	return TF_OK;
-}
-
-/* A half-precision native kept as stored (bf16 or f16; linear takes both
- * exactly), or rounded to bf16 when want_bf16 (the embedding). */
-static tf_status load_half(struct tf_model *m, const struct tf_pack_tensor *t, bool want_bf16,
-			   struct tf_tensor *out)
-{
-	void *raw;
-	tf_status st = read_whole(m, t, &raw);
-	if (st)
-		return st;
-	enum tf_dt dt;
-	if (t->t->dtype == TF_DTYPE_BF16) {
-		dt = TF_DT_BF16;
-	} else if (t->t->dtype == TF_DTYPE_F16) {
-		dt = TF_DT_F16;
-		if (want_bf16) {
-			uint16_t *h = raw;
-			for (uint64_t i = 0; i < numel(t); i++)
-				h[i] = tf_f32_to_bf16(tf_f16_to_f32(h[i]));
-			dt = TF_DT_BF16;
-		}
-	} else {
-		return tf_err(TF_ERR_FORMAT, "model: %s: want f16 or bf16", t->t->name);
-	}
-	*out = tf_tensor_make(raw, dt, 2, (int64_t)t->t->shape[0],
-			      t->t->ndim == 2 ? (int64_t)t->t->shape[1] : (int64_t)1);
-	return TF_OK;
-}
-
-/* The tf_lin a group fills, or NULL for groups the forward does not run. */
-static struct tf_lin *group_lin(struct tf_model *m, const struct tf_group_spec *g)
-{
-	if (g->proj == TF_PROJ_HEAD)
-		return &m->w.head;
-	if (g->proj == TF_PROJ_MAIN_PROJ)
-		return &m->dw.main_proj;
-	if (g->layer >= tf_config_all_layers(&m->c))
-		return NULL;
-	struct tf_fwd_layer *l = &m->w.layers[g->layer];
-	switch (g->proj) {
-	case TF_PROJ_WQ_A: return &l->wq_a;
-	case TF_PROJ_WKV: return &l->wkv;
-	case TF_PROJ_WQ_B: return &l->wq_b;
-	case TF_PROJ_WO_A: return g->index < TF_FWD_MAX_GROUPS ? &l->wo_a[g->index] : NULL;
-	case TF_PROJ_WO_B: return &l->wo_b;
-	case TF_PROJ_COMP_WKV: return &l->comp_wkv;
-	case TF_PROJ_COMP_WGATE: return &l->comp_wgate;
-	case TF_PROJ_IX_WQ_B: return &l->ix_wq_b;
-	case TF_PROJ_IX_WK: return &l->ix_wk;
-	case TF_PROJ_SHARED_W1: return &l->sh_w1;
-	case TF_PROJ_SHARED_W2: return &l->sh_w2;
-	case TF_PROJ_SHARED_W3: return &l->sh_w3;
-	case TF_PROJ_ENGRAM_WKV: return &l->engram_wkv;
-	case TF_PROJ_EXPERT_W1: return &l->w1[g->index];
-	case TF_PROJ_EXPERT_W2: return &l->w2[g->index];
-	case TF_PROJ_EXPERT_W3: return &l->w3[g->index];
-	default: return NULL;
-	}
-}
-
-static tf_status load_groups(struct tf_model *m)
-{
-	m->q = calloc(m->plan.ngroups ? m->plan.ngroups : 1, sizeof *m->q);
-	if (!m->q)
-		return tf_err(TF_ERR_NOMEM, "model: groups");
-	for (size_t i = 0; i < m->plan.ngroups; i++) {
-		const struct tf_plan_group *g = &m->plan.groups[i];
-		struct tf_lin *lin = group_lin(m, &g->spec);
-		if (!lin)
-			continue;
-		struct tf_exl3_layer *L = &m->q[i];
-		void *tr, *suh, *svh;
-		tf_status st;
-		if ((st = read_whole(m, g->trellis, &tr)) || (st = read_whole(m, g->suh, &suh)) ||
-		    (st = read_whole(m, g->svh, &svh)))
-			return st;
-		L->g = (struct tf_exl3_geom){
-			.k = g->spec.k, .n = g->spec.n, .bits = g->bits,
-			.cb = g->codebook == TF_CODEBOOK_MCG	? TF_EXL3_CB_MCG
-			      : g->codebook == TF_CODEBOOK_MUL1 ? TF_EXL3_CB_MUL1
-								: TF_EXL3_CB_3INST};
-		if ((st = tf_exl3_geom_check(&L->g)))
-			return st;
-		L->trellis = tr;
-		L->suh = suh;
-		L->svh = svh;
-		lin->q = L;
-	}
-	return TF_OK;
-}
-
-static bool ends(const char *name, const char *suffix)
-{
-	size_t n = strlen(name), k = strlen(suffix);
-	return n >= k && !strcmp(name + n - k, suffix);
-}
-
-static tf_status load_native(struct tf_model *m, const struct tf_plan_native *p)
-{
-	const struct tf_native_spec *s = &p->spec;
-	const struct tf_pack_tensor *t = p->t;
-	if (!t)
-		return TF_OK; /* optional and absent */
-	if (s->layer == UINT32_MAX) {
-		if (!strcmp(s->name, "embed.weight"))
-			return load_half(m, t, true, &m->w.embed);
-		if (!strcmp(s->name, "norm.weight"))
-			return load_f32(m, t, &m->w.norm);
-		return TF_OK;
-	}
-	if (s->layer >= tf_config_all_layers(&m->c))
-		return TF_OK;
-	if (s->layer >= m->c.layers) { /* DSpark's own natives (names.h) */
-		char b[TF_NAME_MAX];
-		tf_names_block(&m->c, s->layer, b);
-		const char *n = s->name + strlen(b) + 1;
-		if (!strcmp(n, "main_norm.weight"))
-			return load_f32(m, t, &m->dw.main_norm);
-		if (!strcmp(n, "norm.weight"))
-			return load_f32(m, t, &m->w.mtp_norm);
-		if (!strcmp(n, "markov_head.embed.weight"))
-			return load_half(m, t, false, &m->dw.markov_embed);
-		if (!strcmp(n, "markov_head.head.weight"))
-			return load_half(m, t, false, &m->dw.markov_head);
-		if (!strcmp(n, "confidence_head.proj.weight"))
-			return load_f32(m, t, &m->dw.confidence);
-	}
-	struct tf_fwd_layer *l = &m->w.layers[s->layer];
-	static const struct {
-		const char *suffix;
-		size_t off;
-	} f32s[] = {
-		{".attn_norm.weight", offsetof(struct tf_fwd_layer, attn_norm)},
-		{".ffn_norm.weight", offsetof(struct tf_fwd_layer, ffn_norm)},
-		{".attn.q_norm.weight", offsetof(struct tf_fwd_layer, q_norm)},
-		{".attn.kv_norm.weight", offsetof(struct tf_fwd_layer, kv_norm)},
-		{".hc_attn_fn", offsetof(struct tf_fwd_layer, hc_fn[0])},
-		{".hc_ffn_fn", offsetof(struct tf_fwd_layer, hc_fn[1])},
-		{".hc_attn_base", offsetof(struct tf_fwd_layer, hc_base[0])},
-		{".hc_ffn_base", offsetof(struct tf_fwd_layer, hc_base[1])},
-		{".hc_attn_scale", offsetof(struct tf_fwd_layer, hc_scale[0])},
-		{".hc_ffn_scale", offsetof(struct tf_fwd_layer, hc_scale[1])},
-		{".attn.attn_sink", offsetof(struct tf_fwd_layer, sink)},
-		{".attn.compressor.norm.weight", offsetof(struct tf_fwd_layer, comp_norm)},
-		{".attn.indexer.k_norm.weight", offsetof(struct tf_fwd_layer, ix_k_norm)},
-		{".ffn.gate.bias", offsetof(struct tf_fwd_layer, gate_bias)},
-	};
-	for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++)
-		if (ends(s->name, f32s[i].suffix))
-			return load_f32(m, t, (struct tf_tensor *)((char *)l + f32s[i].off));
-	if (ends(s->name, ".attn.indexer.weights_proj.weight"))
-		return load_half(m, t, false, &l->ix_wp);
-	if (ends(s->name, ".ffn.gate.weight"))
-		return load_half(m, t, false, &l->gate);
-	if (ends(s->name, ".engram.table")) {
-		int ei = tf_config_engram_index(&m->c, s->layer);
-		if (ei >= 0)
-			m->table[ei] = t;
-		return TF_OK;
-	}
-	if (ends(s->name, ".engram.q_weight") || ends(s->name, ".engram.k_weight")) {
-		struct tf_tensor v;
-		tf_status st = load_f32(m, t, &v);
-		if (st)
-			return st;
-		if (!l->engram_qk.data) {
-			l->engram_qk = v;
-			return TF_OK;
-		}
-		/* qk = q_weight ⊙ k_weight in fp32 (spec §11) */
-		float *a = l->engram_qk.data;
-		const float *b = v.data;
-		for (int64_t i = 0; i < tf_tensor_numel(&v); i++)
-			a[i] *= b[i];
-		return TF_OK;
-	}
-	return tf_err(TF_ERR_INTERNAL, "model: %s: no place in the forward", s->name);
 }
 
 /* ---- Engram rows ---- */
@@ -312,8 +53,9 @@ static tf_status engram_init(struct tf_model *m)
 	m->host_init = true;
 	if ((st = tf_engram_hasher_init(&m->hasher, &m->lay, &m->host, m->c.engram_pad)))
 		goto out;
+	tf_engram_rank_cols(m->hasher.cols, m->rank, m->world, &m->c0, &m->c1);
 	for (uint32_t i = 0; i < m->c.n_engram; i++)
-		if (!m->table[i]) {
+		if (!m->table[i] && !m->shard[i]) {
 			st = tf_err(TF_ERR_FORMAT, "model: Engram layer %u has no table", i);
 			goto out;
 		}
@@ -327,7 +69,7 @@ static tf_status hist_put(struct tf_model *m, int seq, int64_t pos, int32_t id)
 {
 	if (seq < 0 || seq >= m->slots || pos < 0)
 		return tf_err(TF_ERR_ARG, "model: sequence %d position %lld", seq, (long long)pos);
-	struct hist *h = &m->hist[seq];
+	struct tf_model_hist *h = &m->hist[seq];
 	if (pos >= h->cap) {
 		int64_t cap = h->cap ? h->cap : 256;
 		while (cap <= pos)
@@ -342,6 +84,8 @@ static tf_status hist_put(struct tf_model *m, int seq, int64_t pos, int32_t id)
 	return TF_OK;
 }
 
+/* The rows of the rank's columns [c0, c1) for R rows: from the pack's
+ * table, or from the rank's shard in one batch. */
 static tf_status engram_rows(void *ctx, uint32_t layer, int R, const int32_t *ids,
 			     const int64_t *pos, const int *seq, struct tf_tensor *rows,
 			     uint8_t *blocked)
@@ -349,36 +93,75 @@ static tf_status engram_rows(void *ctx, uint32_t layer, int R, const int32_t *id
 	struct tf_model *m = ctx;
 	const struct tf_config *c = &m->c;
 	int li = tf_config_engram_index(c, layer);
-	uint32_t cols = m->hasher.cols, L = m->hasher.nlayers, hd = c->engram_head_dim;
-	if (li < 0 || hd > TF_ENGRAM_ROW_VALUES || tf_tensor_cols(rows) != (int64_t)cols * hd)
+	uint32_t n = m->c1 - m->c0, hd = c->engram_head_dim;
+	if (li < 0 || hd > TF_ENGRAM_ROW_VALUES || tf_tensor_cols(rows) != (int64_t)n * hd)
 		return tf_err(TF_ERR_INTERNAL, "model: Engram rows for layer %u", layer);
+	size_t nrow = (size_t)R * n;
 	int64_t r64[TF_ENGRAM_MAX_LAYERS * TF_ENGRAM_MAX_COLS];
-	uint8_t raw[TF_ENGRAM_ROW_BYTES];
+	uint64_t *want = malloc((nrow ? nrow : 1) * sizeof *want);
+	uint8_t *raw = malloc((nrow ? nrow : 1) * TF_ENGRAM_ROW_BYTES);
 	uint16_t vals[TF_ENGRAM_ROW_VALUES];
 	uint16_t *out = rows->data;
+	const struct tf_pack_tensor *t = m->table[li];
+	tf_status st = TF_OK;
+	if (!want || !raw) {
+		st = tf_err(TF_ERR_NOMEM, "model: Engram rows");
+		goto out;
+	}
 	for (int r = 0; r < R; r++) {
-		const struct hist *h = &m->hist[seq[r]];
+		const struct tf_model_hist *h = &m->hist[seq[r]];
 		int64_t nb = pos[r] < (int64_t)m->hasher.max_ngram - 1 ? pos[r]
 								     : (int64_t)m->hasher.max_ngram - 1;
 		uint32_t id = (uint32_t)ids[r];
-		tf_engram_hash(&m->hasher, &id, 1, h->ids + pos[r] - nb, (size_t)nb, 0, cols, r64);
+		tf_engram_hash(&m->hasher, &id, 1, h->ids + pos[r] - nb, (size_t)nb, m->c0, m->c1, r64);
 		blocked[r] = id >= m->hasher.vocab;
-		for (uint32_t col = 0; col < cols; col++) {
-			int64_t row = r64[(uint32_t)li * cols + col];
-			const struct tf_pack_tensor *t = m->table[li];
-			if (row < 0 || (uint64_t)row >= t->t->shape[0])
-				return tf_err(TF_ERR_INTERNAL, "model: Engram row %lld of %llu",
-					      (long long)row, (unsigned long long)t->t->shape[0]);
-			tf_status st = tf_pack_read(&m->pack, t, (uint64_t)row * TF_ENGRAM_ROW_BYTES,
-						    raw, sizeof raw);
-			if (st)
-				return st;
-			tf_engram_rows_decode(raw, 1, vals);
-			memcpy(out + ((int64_t)r * cols + col) * hd, vals, hd * sizeof *vals);
+		for (uint32_t col = 0; col < n; col++)
+			want[(size_t)r * n + col] = (uint64_t)r64[(uint32_t)li * n + col];
+	}
+	if (m->shard[li]) {
+		st = tf_engram_shard_fetch(m->shard[li], want, nrow, raw);
+	} else {
+		for (size_t i = 0; i < nrow && !st; i++) {
+			if (want[i] >= t->t->shape[0])
+				st = tf_err(TF_ERR_INTERNAL, "model: Engram row %llu of %llu",
+					    (unsigned long long)want[i], (unsigned long long)t->t->shape[0]);
+			else
+				st = tf_pack_read(&m->pack, t, want[i] * TF_ENGRAM_ROW_BYTES,
+						  raw + i * TF_ENGRAM_ROW_BYTES, TF_ENGRAM_ROW_BYTES);
 		}
 	}
-	(void)L;
-	return TF_OK;
+	for (size_t i = 0; i < nrow && !st; i++) {
+		tf_engram_rows_decode(raw + i * TF_ENGRAM_ROW_BYTES, 1, vals);
+		memcpy(out + i * hd, vals, hd * sizeof *vals);
+	}
+out:
+	free(want);
+	free(raw);
+	return st;
+}
+
+/* The rank's folder of a prepared folder: dir itself when it holds
+ * top.bin, else tf-prepare's DIR/<key>/rank<r>of<w> for the pack's key. */
+static tf_status prep_dir(struct tf_model *m, const char *dir)
+{
+	char *top = tf_path_join(dir, "top.bin");
+	bool here = top && tf_file_exists(top);
+	free(top);
+	if (here) {
+		m->prep_dir = strdup(dir);
+	} else {
+		uint8_t key[TF_PREP_KEY_LEN];
+		tf_status st = tf_prepare_key(&m->pack, m->rank, m->world, "", key);
+		if (st)
+			return st;
+		m->prep_dir = tf_prep_rank_dir(dir, key, m->rank, m->world);
+		if (m->prep_dir && !tf_file_exists(m->prep_dir)) {
+			st = tf_err(TF_ERR_NOTFOUND, "'%s': no prepared images of rank %u of %u for "
+				    "this pack (no '%s')", dir, m->rank, m->world, m->prep_dir);
+			return st;
+		}
+	}
+	return m->prep_dir ? TF_OK : tf_err(TF_ERR_NOMEM, "model: out of memory");
 }
 
 /* ---- open, run, free ---- */
@@ -404,36 +187,24 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 	if ((st = tf_config_from_json(&m->c, m->pack.config, "config.json")) ||
 	    (st = tf_config_validate(&m->c)))
 		goto fail;
-	if ((st = tf_plan_build(&m->plan, &m->c, &m->pack, 0, 1)))
+	m->world = o.world ? (uint32_t)o.world : 1;
+	m->rank = (uint32_t)o.rank;
+	m->comm = m->world > 1 ? o.comm : NULL;
+	if (o.rank < 0 || o.world < 0 || m->rank >= m->world ||
+	    (m->world > 1 && (!o.comm || o.comm->world != (int)m->world ||
+			      o.comm->rank != (int)m->rank))) {
+		st = tf_err(TF_ERR_ARG, "model: rank %d of world %d needs a comm of that rank and world",
+			    o.rank, o.world);
+		goto fail;
+	}
+	if ((st = tf_plan_build(&m->plan, &m->c, &m->pack, m->rank, m->world)))
 		goto fail;
 	m->plan_built = true;
 	const struct tf_config *c = &m->c;
-	uint32_t all = tf_config_all_layers(c); /* the DSpark blocks after the backbone */
-	m->w.layers = keep(m, all * sizeof *m->w.layers);
-	if (!m->w.layers) {
-		st = tf_err(TF_ERR_NOMEM, "model: layers");
+	if (o.prepared && (st = prep_dir(m, o.prepared)))
 		goto fail;
-	}
-	memset(m->w.layers, 0, all * sizeof *m->w.layers);
-	for (uint32_t L = 0; L < all; L++) {
-		struct tf_fwd_layer *l = &m->w.layers[L];
-		size_t E = tf_config_experts_of(c, L);
-		l->w1 = keep(m, E * sizeof *l->w1);
-		l->w2 = keep(m, E * sizeof *l->w2);
-		l->w3 = keep(m, E * sizeof *l->w3);
-		if (!l->w1 || !l->w2 || !l->w3) {
-			st = tf_err(TF_ERR_NOMEM, "model: experts");
-			goto fail;
-		}
-		memset(l->w1, 0, E * sizeof *l->w1);
-		memset(l->w2, 0, E * sizeof *l->w2);
-		memset(l->w3, 0, E * sizeof *l->w3);
-	}
-	if ((st = load_groups(m)))
+	if ((st = m->prep_dir ? tf_model_load_prepared(m) : tf_model_load_pack(m)))
 		goto fail;
-	for (size_t i = 0; i < m->plan.nnatives; i++)
-		if ((st = load_native(m, &m->plan.natives[i])))
-			goto fail;
 	if (c->n_engram && (st = engram_init(m)))
 		goto fail;
 	m->slots = o.slots;
@@ -448,7 +219,8 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 	kc.pool_fmt = o.pool_fmt;
 	kc.index_fmt = o.index_fmt;
 	if ((st = tf_cpu_be_new(o.threads, &m->be)) || (st = tf_kv_new(&kc, &m->kv)) ||
-	    (st = tf_fwd_new(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, &m->fwd)))
+	    (st = tf_fwd_new_tp(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, m->comm,
+				&m->fwd)))
 		goto fail;
 	if (c->mtp_layers &&
 	    (st = tf_dspark_new(m->be, c, &m->w, &m->dw, m->kv, m->fwd, &m->dspark)))
@@ -475,6 +247,9 @@ void tf_model_free(struct tf_model *m)
 	free(m->hist);
 	if (m->host_init)
 		tf_engram_host_release(&m->host);
+	for (uint32_t i = 0; i < TF_CONFIG_MAX_ENGRAM; i++)
+		tf_engram_shard_close(m->shard[i]);
+	free(m->prep_dir);
 	if (m->plan_built)
 		tf_plan_release(&m->plan);
 	if (m->pack_open)
@@ -524,6 +299,31 @@ int64_t tf_model_seq_len(const struct tf_model *m, int seq)
 void tf_model_seq_free(struct tf_model *m, int seq)
 {
 	tf_kv_close(m->kv, seq);
+}
+
+tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *ids,
+			      const int64_t *pos, const int *seq)
+{
+	if (R < 1 || !ids || !pos || !seq)
+		return tf_err(TF_ERR_ARG, "model: %d rows, or a missing array", R);
+	int64_t most = tf_kv_config(m->kv)->max_positions;
+	for (int r = 0; r < R; r++) {
+		if (ids[r] < 0 || (uint32_t)ids[r] >= m->c.vocab)
+			return tf_err(TF_ERR_ARG, "model: token id %d of %u", ids[r], m->c.vocab);
+		if (seq[r] < 0 || seq[r] >= m->slots)
+			return tf_err(TF_ERR_ARG, "model: sequence %d of %d slots", seq[r], m->slots);
+		bool first = r == 0 || seq[r] != seq[r - 1];
+		int64_t want = first ? tf_kv_len(m->kv, seq[r]) : pos[r - 1] + 1;
+		if (pos[r] != want || pos[r] >= most)
+			return tf_err(TF_ERR_ARG, "model: row %d of sequence %d is at %lld, not %lld (or "
+				      "past %lld positions)", r, seq[r], (long long)pos[r],
+				      (long long)want, (long long)most);
+		for (int q = 0; first && q < r; q++)
+			if (seq[q] == seq[r])
+				return tf_err(TF_ERR_ARG, "model: rows of sequence %d are not consecutive",
+					      seq[r]);
+	}
+	return TF_OK;
 }
 
 tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,

@@ -1,9 +1,16 @@
-/* model.h: a DeepSeek-V4.1 model loaded from a pack, ready to run on the
- * CPU backend: every tensor of the rank's plan (model/plan.h; world 1 in
- * this version) in the forward's weights (EXL3 groups as tf_exl3_layer,
- * natives converted as forward.h wants), its KV cache (kv.h), and Engram
- * rows read from the pack's `layers.L.engram.table` tensors through the
- * n-gram hash (model/engram_hash.h) over the tokenizer's token map.
+/* model.h: a DeepSeek-V4.1 model of one tensor-parallel rank, ready to run
+ * on the CPU backend: every tensor of the rank's plan (model/plan.h) in the
+ * forward's weights (EXL3 groups as tf_exl3_layer, natives converted as
+ * forward.h wants), sliced from the pack or read from the rank's prepared
+ * images (tf-prepared(5)), its KV cache (kv.h), and Engram rows of the
+ * rank's hash columns read from the pack's `layers.L.engram.table` tensors
+ * (or the prepared folder's shards) through the n-gram hash
+ * (model/engram_hash.h) over the tokenizer's token map.
+ *
+ * At world > 1 every rank is a tf_model of its own with a comm of the
+ * fabric's host backend (fabric/comm.h), and every rank must make the same
+ * calls in the same order (forward runs collectives; sequence calls do
+ * not): compute/group.h runs world ranks on threads of one process.
  *
  * The interface is plain: sequences are created, forked, rolled back and
  * freed on the cache; a forward call takes rows of (sequence, position, id)
@@ -33,13 +40,30 @@ struct tf_model_opts {
 	int64_t pages;             /* cache pages of 256 positions (0: enough for
 				    * every slot at max_positions) */
 	enum tf_kv_row_fmt window_fmt, pool_fmt, index_fmt; /* cache formats (0: FP8) */
+	int rank, world;           /* tensor-parallel rank of world (0, 0: rank 0 of 1) */
+	struct tf_comm *comm;      /* world > 1: the rank's collectives (host memory;
+				    * borrowed, outlives the model) */
+	const char *prepared;      /* NULL: slice the pack; else load the rank's images
+				    * from this folder: tf-prepare's -o DIR, or a rank
+				    * folder DIR/<key>/rank<r>of<w> itself */
 };
+
+struct tf_comm;
 
 struct tf_model;
 
-/* Open the pack in pack_dir and load it (opts NULL: defaults). A pack that
- * fails its plan is refused with the plan's status (TF_ERR_FORMAT or
- * TF_ERR_CONFIG, naming the tensor), never a crash. */
+/* Open the pack in pack_dir and load the rank's weights (opts NULL:
+ * defaults, rank 0 of 1). A pack that fails its plan is refused with the
+ * plan's status (TF_ERR_FORMAT or TF_ERR_CONFIG, naming the tensor), never
+ * a crash. With opts->prepared the pack gives the config, tokenizer and
+ * key (headers only) and the weights come from the images, which equal
+ * the pack's slices: a folder for another pack, rank or world is refused
+ * with TF_ERR_MISMATCH (or TF_ERR_NOTFOUND when tf-prepare's DIR has no
+ * folder for this rank), a damaged one (header, bounds, any payload byte,
+ * a missing entry) with TF_ERR_FORMAT or TF_ERR_VERSION naming the file.
+ * Natives a pack stores as f16 are rounded to bf16 in the images
+ * (tf-prepared(5)), so equality holds for packs that store them as bf16,
+ * as tf-pack-synth does. */
 tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 			struct tf_model **out);
 void tf_model_free(struct tf_model *m);
@@ -52,6 +76,12 @@ tf_status tf_model_seq_fork(struct tf_model *m, int src, int *dst);
 tf_status tf_model_seq_rollback(struct tf_model *m, int seq, int64_t pos);
 int64_t tf_model_seq_len(const struct tf_model *m, int seq);
 void tf_model_seq_free(struct tf_model *m, int seq);
+
+/* Whether R rows are ones tf_model_forward takes: ids in the vocabulary,
+ * open sequences whose rows are consecutive and continue them, positions
+ * below max_positions. TF_ERR_ARG saying which row is wrong. */
+tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *ids,
+			      const int64_t *pos, const int *seq);
 
 /* Run R rows: ids, positions and sequences per row; logits [R, vocab] f32.
  * With DSpark blocks, also writes their context rows of these positions. */

@@ -16,6 +16,12 @@ run() {
 }
 
 expect_rc() { [ "$rc" -eq "$1" ] || { cat err >&2; fail "exit $rc, expected $1: ${*:2}"; }; }
+expect_rc_in() {
+	local c
+	for c in "$@"; do [ "$rc" -eq "$c" ] && return 0; done
+	cat err >&2
+	fail "exit $rc, expected one of: $*"
+}
 expect_out() { grep -qE -- "$1" out || { head -50 out >&2; fail "stdout lacks /$1/"; }; }
 expect_err() { grep -qE -- "$1" err || { cat err >&2; fail "stderr lacks /$1/"; }; }
 expect_no_out() { [ ! -s out ] || { head out >&2; fail "stdout should be empty"; }; }

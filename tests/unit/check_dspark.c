@@ -18,6 +18,7 @@
 #include "base/file.h"
 #include "base/json.h"
 #include "compute/dspark.h"
+#include "compute/group.h"
 #include "compute/model.h"
 #include "compute/sample.h"
 #include "model/synth.h"
@@ -456,6 +457,85 @@ START_TEST(no_confidence_head)
 }
 END_TEST
 
+/* Run ids[0..n) on a group's sequence in chunks of `chunk` rows. */
+static void feed_group(struct tf_model_group *g, int seq, int n, int chunk)
+{
+	uint32_t V = tf_model_group_config(g)->vocab;
+	float *lg = malloc(sizeof(float) * (size_t)chunk * V);
+	for (int p = 0; p < n; p += chunk) {
+		int R = p + chunk > n ? n - p : chunk, sq[N];
+		int64_t pos[N];
+		for (int r = 0; r < R; r++)
+			pos[r] = p + r, sq[r] = seq;
+		ck_assert_int_eq(tf_model_group_forward(g, R, ids + p, pos, sq, lg), TF_OK);
+	}
+	free(lg);
+}
+
+/* Tensor parallelism: at worlds 2 and 4 the draft pass runs the forward's
+ * collectives on every rank. Within a world, drafts after one prefill equal
+ * drafts after token-by-token decode to the bit, batched or alone; across
+ * worlds the partial sums' order moves the bits, so the confidences agree
+ * within a tolerance and the tokens where the draws are not near-ties
+ * (reported). */
+START_TEST(worlds_draft)
+{
+	make_pack(51);
+	struct tf_model_opts o = {.threads = 1, .slots = 4, .max_positions = 64};
+	struct draft w1[2];
+	int B = 0, agree = 0, total = 0;
+	double worst = 0;
+	for (int world = 1; world <= 4; world *= 2) {
+		struct tf_model_group *g;
+		tf_status st = tf_model_group_open(packdir, world, &o, &g);
+		if (st)
+			fprintf(stderr, "open world %d: %s\n", world, tf_errmsg(st));
+		ck_assert_int_eq(st, TF_OK);
+		B = tf_model_group_draft_block(g);
+		ck_assert_int_eq(B, 3);
+		int a, b;
+		ck_assert_int_eq(tf_model_group_seq_new(g, &a), TF_OK);
+		ck_assert_int_eq(tf_model_group_seq_new(g, &b), TF_OK);
+		feed_group(g, a, 9, 9);
+		feed_group(g, b, 9, 1);
+		int sq[2] = {a, b};
+		int32_t anchor[2] = {ids[9], ids[9]}, tok[2 * MAXB];
+		float conf[2 * MAXB];
+		ck_assert_int_eq(tf_model_group_draft(g, 2, sq, anchor, NULL, tok, conf), TF_OK);
+		struct draft d[2];
+		for (int i = 0; i < 2; i++) {
+			memcpy(d[i].tok, tok + i * B, sizeof(int32_t) * (size_t)B);
+			memcpy(d[i].conf, conf + i * B, sizeof(float) * (size_t)B);
+		}
+		same(&d[0], &d[1], B, "prefill vs decode, batched");
+		struct draft alone;
+		ck_assert_int_eq(tf_model_group_draft(g, 1, &a, anchor, NULL, alone.tok, alone.conf),
+				 TF_OK);
+		same(&alone, &d[0], B, "batch vs alone");
+		/* refused before any rank runs; the group stays usable */
+		int32_t bad = (int32_t)tf_model_group_config(g)->vocab;
+		ck_assert_int_eq(tf_model_group_draft(g, 1, &a, &bad, NULL, tok, conf), TF_ERR_ARG);
+		int twice[2] = {a, a};
+		ck_assert_int_eq(tf_model_group_draft(g, 2, twice, anchor, NULL, tok, conf), TF_ERR_ARG);
+		ck_assert_int_eq(tf_model_group_draft(g, 1, &b, anchor, NULL, tok, NULL), TF_OK);
+		if (world == 1) {
+			memcpy(w1, d, sizeof d);
+		} else {
+			for (int j = 0; j < B; j++) {
+				worst = fmax(worst, fabs(d[0].conf[j] - w1[0].conf[j]));
+				agree += d[0].tok[j] == w1[0].tok[j];
+				total++;
+			}
+		}
+		tf_model_group_free(g);
+	}
+	fprintf(stderr, "worlds 2, 4 vs 1: %d of %d draft tokens equal, confidences within %.3g\n",
+		agree, total, worst);
+	ck_assert(worst < 0.05 && agree >= total / 2);
+	drop_pack();
+}
+END_TEST
+
 /* A config without DSpark blocks has no drafts. */
 START_TEST(optional_parts)
 {
@@ -493,6 +573,7 @@ Suite *suite_dspark(void)
 	tcase_add_test(tc, fork_rollback_batch);
 	tcase_add_test(tc, markov_chain_pack);
 	tcase_add_test(tc, no_confidence_head);
+	tcase_add_test(tc, worlds_draft);
 	tcase_add_test(tc, optional_parts);
 	suite_add_tcase(s, tc);
 	return s;

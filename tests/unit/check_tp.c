@@ -1,0 +1,525 @@
+/* check_tp.c: tensor parallelism of the CPU forward on in-process ranks
+ * (compute/group.h over the fabric's host backend) and ranks loaded from
+ * prepared folders, on tiny synthetic packs:
+ * - world 2 and 4 equal world 1 within BOUND (prefill, decode token by
+ *   token, a batch of two sequences), over several seeds, and decode
+ *   equals prefill to the bit at every world;
+ * - the ranks' parts of every column-split projection concatenate to the
+ *   whole one's output to the bit (only a gather is involved), and the
+ *   row-split parts sum to it within float reordering;
+ * - a rank loaded from its prepared images equals the same rank sliced
+ *   from the pack, to the bit;
+ * - a prepared folder for another rank or world, or a damaged one, is
+ *   refused with a status;
+ * - a rank that fails once ranks run ends the others' waits at once, and
+ *   the group then refuses to run.
+ * Caches are BF16 (as in check_cpu_model) so that FP8 rounding of cache
+ * rows does not magnify the reordered sums. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/file.h"
+#include "base/rng.h"
+#include "compute/model_impl.h"
+#include "compute/group.h"
+#include "compute/model.h"
+#include "fabric/comm.h"
+#include "model/engram_shard.h"
+#include "model/plan.h"
+#include "model/prepare.h"
+#include "model/synth.h"
+#include "pack/pack.h"
+
+/* World > 1 sums the row-split products (wo_b, the experts' and the shared
+ * expert's w2) per rank in fp32 and then over ranks in rank order (spec §3
+ * step 5), where world 1 sums each output in one pass: the fp32 sums differ
+ * by a few ulps (|error| <= K·2^-24·sum|terms| for K terms), which changes
+ * the branch's one rounding to bf16 by one bf16 ulp (2^-8 relative) in an
+ * element now and then, carried on through the residual streams and the
+ * caches. Measured over 30 seeds at worlds 2 and 4 (BENCHMARKS.md, "TP
+ * on in-process ranks"): 6 of 60 runs equal to the bit; in the others each
+ * row's logits within 0.9% of that row's largest, except where such a
+ * difference flips a near-tie of a discrete choice (the MoE top-k, the
+ * indexer's top-k): in 13 runs one or two rows of 16 moved by up to 9.3%
+ * (that run's pack with index_topk raised past the visible rows, so that
+ * the indexer picks no subset, stays within 0.5%).
+ * So: every row within ROW_BOUND, and all but a quarter of them within
+ * BOUND. A missing all-reduce moves every row by 15-29% (measured), a
+ * wrong slice or gather by the logits' own scale. */
+#define BOUND 1e-2
+#define ROW_BOUND 1.5e-1
+
+static char tmpdir[64];
+static char packdir[128];
+
+static void make_pack(uint64_t seed)
+{
+	strcpy(tmpdir, "/tmp/tf-tp-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	struct tf_config cfg;
+	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
+	struct tf_synth_opts so = {.config = &cfg, .seed = seed, .bits = {2, 3, 4}, .nbits = 3,
+				   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 4u << 20, .index = true};
+	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
+	struct tf_synth_stats ss;
+	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+}
+
+static void drop_pack(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct tf_model_opts model_opts(const char *prepared)
+{
+	return (struct tf_model_opts){.threads = 1, .slots = 4, .max_positions = 64,
+				      .window_fmt = TF_KV_BF16, .pool_fmt = TF_KV_BF16,
+				      .index_fmt = TF_KV_BF16, .prepared = prepared};
+}
+
+static struct tf_model_group *open_group(int world, const char *prepared)
+{
+	struct tf_model_opts o = model_opts(prepared);
+	struct tf_model_group *g;
+	tf_status st = tf_model_group_open(packdir, world, &o, &g);
+	if (st)
+		fprintf(stderr, "open world %d: %s\n", world, tf_errmsg(st));
+	ck_assert_int_eq(st, TF_OK);
+	return g;
+}
+
+/* worst |a - b| / max |b| over n */
+static double rel(const float *a, const float *b, size_t n)
+{
+	double d = 0, s = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)a[i] - b[i]);
+		if (e > d || e != e)
+			d = e != e ? INFINITY : e;
+		if (fabs(b[i]) > s)
+			s = fabs(b[i]);
+	}
+	return d / s;
+}
+
+enum { T = 12 };
+static const int32_t ids[T] = {1, 17, 300, 42, 42, 7, 99, 511, 3, 250, 128, 64};
+
+/* Logits of ids[0..T) on a new sequence, in chunks of `chunk` rows, then
+ * (batch) positions 0, 1 of a second sequence beside T..T+1 of the first:
+ * out [(T + 4), V]. */
+static void run(struct tf_model_group *g, int chunk, float *out)
+{
+	uint32_t V = tf_model_group_config(g)->vocab;
+	int a, b;
+	ck_assert_int_eq(tf_model_group_seq_new(g, &a), TF_OK);
+	ck_assert_int_eq(tf_model_group_seq_new(g, &b), TF_OK);
+	for (int p = 0; p < T; p += chunk) {
+		int R = p + chunk > T ? T - p : chunk, sq[T];
+		int64_t pos[T];
+		for (int r = 0; r < R; r++)
+			pos[r] = p + r, sq[r] = a;
+		tf_status st = tf_model_group_forward(g, R, ids + p, pos, sq, out + (size_t)p * V);
+		if (st)
+			fprintf(stderr, "forward: %s\n", tf_errmsg(st));
+		ck_assert_int_eq(st, TF_OK);
+	}
+	int32_t bid[4] = {ids[3], ids[4], ids[0], ids[1]};
+	int64_t bpos[4] = {T, T + 1, 0, 1};
+	int bs[4] = {a, a, b, b};
+	ck_assert_int_eq(tf_model_group_forward(g, 4, bid, bpos, bs, out + (size_t)T * V), TF_OK);
+	ck_assert_int_eq(tf_model_group_seq_len(g, a), T + 2);
+	tf_model_group_seq_free(g, a);
+	tf_model_group_seq_free(g, b);
+}
+
+START_TEST(worlds_agree)
+{
+	uint64_t seed = 11 + (uint64_t)_i * 13;
+	make_pack(seed);
+	struct tf_model_group *g1 = open_group(1, NULL);
+	uint32_t V = tf_model_group_config(g1)->vocab;
+	size_t n = (size_t)(T + 4) * V;
+	float *ref = malloc(sizeof(float) * n), *dec = malloc(sizeof(float) * n);
+	float *got = malloc(sizeof(float) * n);
+	run(g1, T, ref);
+	run(g1, 1, dec);
+	ck_assert(rel(dec, ref, n) == 0); /* world 1: decode is prefill to the bit */
+	tf_model_group_free(g1);
+	for (int world = 2; world <= 4; world *= 2) {
+		struct tf_model_group *g = open_group(world, NULL);
+		for (int chunk = T; chunk > 0; chunk = chunk == T ? 1 : 0) { /* prefill, decode */
+			run(g, chunk, got);
+			if (chunk == T)
+				memcpy(dec, got, sizeof(float) * n);
+			else /* each rank's decode is its prefill to the bit, as at world 1 */
+				ck_assert(rel(got, dec, n) == 0);
+			double worst = 0;
+			int past = 0;
+			for (int r = 0; r < T + 4; r++) {
+				double d = rel(got + (size_t)r * V, ref + (size_t)r * V, V);
+				worst = d > worst ? d : worst;
+				past += d > BOUND;
+			}
+			fprintf(stderr, "seed %llu world %d vs world 1, %s: worst row %.3g, %d of %d rows "
+				"past %g\n", (unsigned long long)seed, world, chunk == 1 ? "decode" : "prefill",
+				worst, past, T + 4, BOUND);
+			ck_assert(worst <= ROW_BOUND && past <= (T + 4) / 4);
+		}
+		/* rows that do not continue their sequence are refused before any
+		 * rank runs, and the group stays usable */
+		int s, sq[1];
+		ck_assert_int_eq(tf_model_group_seq_new(g, &s), TF_OK);
+		int64_t p5 = 5;
+		sq[0] = s;
+		ck_assert_int_eq(tf_model_group_forward(g, 1, ids, &p5, sq, got), TF_ERR_ARG);
+		int32_t bad = (int32_t)V;
+		int64_t p0 = 0;
+		ck_assert_int_eq(tf_model_group_forward(g, 1, &bad, &p0, sq, got), TF_ERR_ARG);
+		ck_assert_int_eq(tf_model_group_forward(g, 1, ids, &p0, sq, got), TF_OK);
+		tf_model_group_free(g);
+	}
+	free(ref);
+	free(dec);
+	free(got);
+	drop_pack();
+}
+END_TEST
+
+START_TEST(group_fails_fast)
+{
+	make_pack(3);
+	struct tf_model_group *g = open_group(2, NULL);
+	float *lg = malloc(sizeof(float) * 512);
+	int s, sq[2];
+	int64_t pos[2] = {0, 1};
+	ck_assert_int_eq(tf_model_group_seq_new(g, &s), TF_OK);
+	sq[0] = sq[1] = s;
+	float *two = malloc(sizeof(float) * 2 * 512);
+	ck_assert_int_eq(tf_model_group_forward(g, 2, ids, pos, sq, two), TF_OK);
+	free(two);
+	/* rank 1 alone forgets position 1: its next forward refuses the row
+	 * that rank 0 takes, so rank 0 waits at its first collective until
+	 * rank 1's abort ends the wait */
+	ck_assert_int_eq(tf_model_seq_rollback(tf_model_group_rank(g, 1), s, 1), TF_OK);
+	int64_t p2 = 2;
+	tf_status st = tf_model_group_forward(g, 1, ids + 2, &p2, sq, lg);
+	fprintf(stderr, "%s\n", tf_errmsg(st));
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "rank 1"));
+	st = tf_model_group_forward(g, 1, ids + 2, &p2, sq, lg);
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "unusable"));
+	/* ranks whose slots differ are refused too */
+	int extra;
+	ck_assert_int_eq(tf_model_seq_new(tf_model_group_rank(g, 1), &extra), TF_OK);
+	ck_assert_int_eq(tf_model_group_seq_new(g, &s), TF_ERR_INTERNAL);
+	tf_model_group_free(g);
+	free(lg);
+	drop_pack();
+}
+END_TEST
+
+/* The group of name in m's plan, or -1. */
+static int find_group(const struct tf_model *m, const char *name)
+{
+	for (size_t i = 0; i < m->plan.ngroups; i++)
+		if (!strcmp(m->plan.groups[i].spec.name, name))
+			return (int)i;
+	return -1;
+}
+
+START_TEST(splits_match_whole)
+{
+	make_pack(5);
+	struct tf_host_group *hg;
+	ck_assert_int_eq(tf_host_group_new(2, 5, &hg), TF_OK);
+	struct tf_model_opts o = model_opts(NULL);
+	struct tf_model *whole, *part[2];
+	ck_assert_int_eq(tf_model_open(packdir, &o, &whole), TF_OK);
+	for (int r = 0; r < 2; r++) {
+		o.rank = r, o.world = 2, o.comm = tf_host_group_comm(hg, r);
+		ck_assert_int_eq(tf_model_open(packdir, &o, &part[r]), TF_OK);
+	}
+	enum { ROWS = 3 };
+	struct tf_rng rng;
+	tf_rng_seed(&rng, 3);
+	int ncol = 0, nrow = 0;
+	double worst = 0;
+	for (size_t i = 0; i < whole->plan.ngroups; i++) {
+		const struct tf_plan_group *g = &whole->plan.groups[i];
+		const struct tf_exl3_layer *W = &whole->q[i];
+		if (!W->trellis || g->spec.split == TF_SPLIT_WHOLE)
+			continue; /* not run (DSpark), or every rank's is the whole */
+		uint32_t K = g->spec.k, N = g->spec.n;
+		float *x = malloc(sizeof(float) * ROWS * K), *y = malloc(sizeof(float) * ROWS * N);
+		float *yp = malloc(sizeof(float) * ROWS * N), *sum = calloc((size_t)ROWS * N, sizeof(float));
+		for (size_t k = 0; k < (size_t)ROWS * K; k++)
+			x[k] = tf_rng_f32(&rng) * 2 - 1;
+		ck_assert_int_eq(tf_exl3_matmul(W, x, ROWS, y, NULL), TF_OK);
+		for (int r = 0; r < 2; r++) {
+			int j = find_group(part[r], g->spec.name);
+			ck_assert_int_ge(j, 0);
+			const struct tf_exl3_layer *P = &part[r]->q[j];
+			if (g->spec.split == TF_SPLIT_COL) { /* columns [r N/2, (r+1) N/2) */
+				ck_assert_uint_eq(P->g.n, N / 2);
+				ck_assert_int_eq(tf_exl3_matmul(P, x, ROWS, yp, NULL), TF_OK);
+				for (int q = 0; q < ROWS; q++)
+					ck_assert(!memcmp(yp + (size_t)q * N / 2, y + (size_t)q * N + r * N / 2,
+							  sizeof(float) * N / 2));
+			} else { /* rows [r K/2, (r+1) K/2) of x, summed in rank order */
+				ck_assert_uint_eq(P->g.k, K / 2);
+				float *xr = malloc(sizeof(float) * ROWS * K / 2);
+				for (int q = 0; q < ROWS; q++)
+					memcpy(xr + (size_t)q * K / 2, x + (size_t)q * K + r * K / 2,
+					       sizeof(float) * K / 2);
+				ck_assert_int_eq(tf_exl3_matmul(P, xr, ROWS, yp, NULL), TF_OK);
+				for (size_t k = 0; k < (size_t)ROWS * N; k++)
+					sum[k] += yp[k];
+				free(xr);
+			}
+		}
+		if (g->spec.split == TF_SPLIT_COL) {
+			ncol++;
+		} else {
+			nrow++;
+			double scale = 1e-30, d = 0;
+			for (size_t k = 0; k < (size_t)ROWS * N; k++) {
+				scale = fmax(scale, fabs(y[k]));
+				d = fmax(d, fabs((double)sum[k] - y[k]));
+			}
+			worst = fmax(worst, d / scale);
+		}
+		free(x);
+		free(y);
+		free(yp);
+		free(sum);
+	}
+	fprintf(stderr, "world 2: %d column-split groups equal to the bit, %d row-split groups "
+		"within %.3g of the largest output\n", ncol, nrow, worst);
+	ck_assert_int_gt(ncol, 0);
+	ck_assert_int_gt(nrow, 0);
+	ck_assert(worst < 1e-5);
+	tf_model_free(whole);
+	tf_model_free(part[0]);
+	tf_model_free(part[1]);
+	tf_host_group_free(hg);
+	drop_pack();
+}
+END_TEST
+
+/* tf-prepare's work for every rank of world into dir (library calls). */
+static void prepare(const char *dir, uint32_t world)
+{
+	struct tf_pack pack;
+	struct tf_config c;
+	ck_assert_int_eq(tf_pack_open(&pack, packdir), TF_OK);
+	ck_assert_int_eq(tf_config_from_json(&c, pack.config, packdir), TF_OK);
+	for (uint32_t r = 0; r < world; r++) {
+		struct tf_plan plan;
+		uint8_t key[TF_PREP_KEY_LEN];
+		ck_assert_int_eq(tf_plan_build(&plan, &c, &pack, r, world), TF_OK);
+		ck_assert_int_eq(tf_prepare_key(&pack, r, world, "", key), TF_OK);
+		char *rd = tf_prep_rank_dir(dir, key, r, world), name[64];
+		ck_assert_int_eq(tf_file_mkdirs(rd), TF_OK);
+		uint32_t nb = tf_config_all_layers(&c);
+		for (uint32_t l = 0; l <= nb; l++) {
+			uint32_t layer = l == nb ? TF_PREP_TOP : l;
+			uint64_t read;
+			tf_prep_file_name(layer, name, sizeof name);
+			char *path = tf_path_join(rd, name);
+			ck_assert_int_eq(tf_prepare_write(&c, &pack, &plan, layer, key, path,
+							  TF_PREP_COMMIT_NOSYNC, NULL, NULL, &read),
+					 TF_OK);
+			free(path);
+		}
+		for (size_t i = 0; i < plan.nnatives; i++) {
+			const struct tf_plan_native *n = &plan.natives[i];
+			if (n->spec.slice != TF_SLICE_ENGRAM)
+				continue;
+			uint64_t read;
+			tf_engram_shard_name(name, sizeof name, n->spec.layer, r, world);
+			char *path = tf_path_join(rd, name);
+			ck_assert_int_eq(tf_prepare_engram_write(&c, &pack, &plan, n, path, NULL, NULL,
+								 &read), TF_OK);
+			free(path);
+		}
+		free(rd);
+		tf_plan_release(&plan);
+	}
+	tf_pack_close(&pack);
+}
+
+/* The rank folder of rank r of world under dir. */
+static char *rank_dir(const char *dir, uint32_t r, uint32_t world)
+{
+	struct tf_pack pack;
+	uint8_t key[TF_PREP_KEY_LEN];
+	ck_assert_int_eq(tf_pack_open(&pack, packdir), TF_OK);
+	ck_assert_int_eq(tf_prepare_key(&pack, r, world, "", key), TF_OK);
+	tf_pack_close(&pack);
+	return tf_prep_rank_dir(dir, key, r, world);
+}
+
+START_TEST(prepared_equals_pack)
+{
+	make_pack(7);
+	char dir[192];
+	snprintf(dir, sizeof dir, "%s/prepared", tmpdir);
+	prepare(dir, 2);
+	prepare(dir, 1);
+	size_t n = (size_t)(T + 4) * 512;
+	float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+	for (int world = 1; world <= 2; world++) {
+		struct tf_model_group *gp = open_group(world, NULL), *gq = open_group(world, dir);
+		run(gp, T, a);
+		run(gq, T, b);
+		ck_assert(rel(b, a, n) == 0);
+		run(gq, 1, b);
+		run(gp, 1, a);
+		ck_assert(rel(b, a, n) == 0);
+		fprintf(stderr, "world %d: prepared folder == pack, prefill and decode, to the bit\n",
+			world);
+		tf_model_group_free(gp);
+		tf_model_group_free(gq);
+	}
+	/* a rank's own folder may be named directly */
+	char *r0 = rank_dir(dir, 0, 1);
+	struct tf_model_opts o = model_opts(r0);
+	struct tf_model *m;
+	ck_assert_int_eq(tf_model_open(packdir, &o, &m), TF_OK);
+	tf_model_free(m);
+	free(r0);
+	free(a);
+	free(b);
+	drop_pack();
+}
+END_TEST
+
+/* Open rank 0 of world from prepared; the status (the model must be NULL
+ * on failure). */
+static tf_status open_rank0(const char *prepared, int world)
+{
+	struct tf_host_group *hg = NULL;
+	if (world > 1)
+		ck_assert_int_eq(tf_host_group_new(world, 5, &hg), TF_OK);
+	struct tf_model_opts o = model_opts(prepared);
+	o.world = world;
+	o.comm = hg ? tf_host_group_comm(hg, 0) : NULL;
+	struct tf_model *m = (struct tf_model *)1;
+	tf_status st = tf_model_open(packdir, &o, &m);
+	fprintf(stderr, "%s: %s\n", tf_status_str(st), st ? tf_errmsg(st) : "opened");
+	if (st)
+		ck_assert_ptr_null(m);
+	tf_model_free(st ? NULL : m);
+	tf_host_group_free(hg);
+	return st;
+}
+
+static void copy_dir(const char *from, const char *to)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Flip one byte of file at off (from the end when off < 0). */
+static void flip(const char *dir, const char *file, long off)
+{
+	char *path = tf_path_join(dir, file);
+	FILE *f = fopen(path, "r+b");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, off, off < 0 ? SEEK_END : SEEK_SET), 0);
+	int c = fgetc(f);
+	ck_assert_int_ne(c, EOF);
+	ck_assert_int_eq(fseek(f, -1, SEEK_CUR), 0);
+	fputc(c ^ 0x5a, f);
+	fclose(f);
+	free(path);
+}
+
+static void cut(const char *dir, const char *file, off_t len)
+{
+	char *path = tf_path_join(dir, file);
+	ck_assert_int_eq(truncate(path, len), 0);
+	free(path);
+}
+
+START_TEST(prepared_refused)
+{
+	make_pack(9);
+	char dir[192], bad[192];
+	snprintf(dir, sizeof dir, "%s/prepared", tmpdir);
+	snprintf(bad, sizeof bad, "%s/bad", tmpdir);
+	prepare(dir, 2);
+	char *r0 = rank_dir(dir, 0, 2), *r1 = rank_dir(dir, 1, 2);
+	ck_assert_int_eq(open_rank0(r0, 2), TF_OK);
+	/* rank 1's folder given to rank 0, or world 2's to world 1 */
+	ck_assert_int_eq(open_rank0(r1, 2), TF_ERR_MISMATCH);
+	ck_assert_int_eq(open_rank0(r0, 1), TF_ERR_MISMATCH);
+	/* tf-prepare's DIR without this world's folders */
+	ck_assert_int_eq(open_rank0(dir, 4), TF_ERR_NOTFOUND);
+	/* rank 1's images renamed into rank 0's folder */
+	copy_dir(r0, bad);
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "cp '%s/L1.bin' '%s/L1.bin'", r1, bad);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(open_rank0(bad, 2), TF_ERR_MISMATCH);
+	/* a byte of the last payload (checked against its SHA-256 on load) */
+	copy_dir(r0, bad);
+	struct tf_prep_image im;
+	char *l1 = tf_path_join(bad, "L1.bin");
+	ck_assert_int_eq(tf_prep_open(&im, l1, NULL), TF_OK);
+	long at = (long)(im.e[im.n - 1].offset + im.e[im.n - 1].length / 2);
+	tf_prep_close(&im);
+	free(l1);
+	flip(bad, "L1.bin", at);
+	ck_assert_int_eq(open_rank0(bad, 2), TF_ERR_FORMAT);
+	/* a header byte */
+	copy_dir(r0, bad);
+	flip(bad, "top.bin", 100);
+	ck_assert_int_eq(open_rank0(bad, 2), TF_ERR_FORMAT);
+	/* truncated, and missing */
+	copy_dir(r0, bad);
+	cut(bad, "L0.bin", 4096);
+	ck_assert_int_eq(open_rank0(bad, 2), TF_ERR_FORMAT);
+	copy_dir(r0, bad);
+	char *p = tf_path_join(bad, "L2.bin");
+	ck_assert_int_eq(unlink(p), 0);
+	free(p);
+	ck_assert_int_eq(open_rank0(bad, 2), TF_ERR_NOTFOUND);
+	/* an Engram shard cut short, or another rank's */
+	copy_dir(r0, bad);
+	cut(bad, "engram-l1-r0of2.bin", 4096 + 264);
+	ck_assert_int_eq(open_rank0(bad, 2), TF_ERR_FORMAT);
+	copy_dir(r0, bad);
+	snprintf(cmd, sizeof cmd, "cp '%s/engram-l1-r1of2.bin' '%s/engram-l1-r0of2.bin'", r1, bad);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(open_rank0(bad, 2), TF_ERR_MISMATCH);
+	free(r0);
+	free(r1);
+	drop_pack();
+}
+END_TEST
+
+Suite *suite_tp(void)
+{
+	Suite *s = suite_create("tp");
+	TCase *tc = tcase_create("tiny");
+	tcase_set_timeout(tc, 120);
+	/* CHECK_TP_SEEDS=30 measures the tolerance figures over more seeds */
+	const char *ns = getenv("CHECK_TP_SEEDS");
+	tcase_add_loop_test(tc, worlds_agree, 0, ns && atoi(ns) > 0 ? atoi(ns) : 3);
+	tcase_add_test(tc, splits_match_whole);
+	tcase_add_test(tc, group_fails_fast);
+	tcase_add_test(tc, prepared_equals_pack);
+	tcase_add_test(tc, prepared_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
