@@ -2,9 +2,11 @@
  * tiny preset: the Markov bias and the draft key lists by hand; drafts
  * after one prefill equal drafts after token-by-token decode; after fork
  * and rollback they equal recomputation; a batch equals each alone; a draft
- * changes nothing and repeats; a pack whose Markov head encodes a successor
- * table drafts that chain, with the confidences its head gives by hand; a
- * pack without the optional confidence head drafts alike, with NaNs.
+ * changes nothing and repeats; a prefill longer than the ring drafts like
+ * short calls; a pack whose Markov head encodes a successor table drafts
+ * that chain, with the confidences its head gives by hand; a pack without
+ * the optional confidence head drafts alike, with NaNs; TP worlds 2 and 4
+ * (compute/group.h) draft like world 1.
  * (check_forward_ref.c checks the draft pass against an fp64 reference.) */
 #include <check.h>
 #include <fcntl.h>
