@@ -413,16 +413,85 @@ static double now_s(void)
 	return tf_boot_now();
 }
 
+/* A bench column: a backend through tf's collectives, or NCCL's own
+ * ncclAllReduce called directly on the same buffers and stream. */
+struct col {
+	char name[32];
+	struct tf_comm *comm;   /* NULL: direct */
+	struct tf_nccl_raw raw; /* direct */
+	double sum_bus;
+};
+
+/* iters all-reduces of col c, timed like every column: warm-ups, stream
+ * sync, a barrier of all ranks, then events around the loop (a host clock
+ * on the host backend). Returns microseconds per call. */
+static double bench_col(struct col *c, const void *s, void *r, size_t count, tf_cu_event e0, tf_cu_event e1)
+{
+	for (int w = 0; w < 3; w++) {
+		if (c->comm)
+			must(tf_comm_all_reduce(c->comm, s, r, count, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
+		else if (c->raw.all_reduce(s, r, count, c->raw.bf16, c->raw.sum, c->raw.comm, stream))
+			must(tf_err(TF_ERR_INTERNAL, "ncclAllReduce failed"), "all-reduce");
+	}
+	sync_stream();
+	must(tf_comm_barrier(comm), "barrier");
+	double t0 = now_s();
+	int bad = 0;
+	if (comm->device)
+		must(TF_CU(tf_cu->EventRecord(e0, stream)), "event");
+	if (c->comm) {
+		for (int64_t k = 0; k < o.iters; k++)
+			must(tf_comm_all_reduce(c->comm, s, r, count, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
+	} else {
+		for (int64_t k = 0; k < o.iters; k++)
+			bad |= c->raw.all_reduce(s, r, count, c->raw.bf16, c->raw.sum, c->raw.comm, stream);
+	}
+	if (bad)
+		must(tf_err(TF_ERR_INTERNAL, "ncclAllReduce failed"), "all-reduce");
+	if (!comm->device)
+		return (now_s() - t0) * 1e6 / (double)o.iters;
+	float ms;
+	must(TF_CU(tf_cu->EventRecord(e1, stream)), "event");
+	must(TF_CU(tf_cu->EventSynchronize(e1)), "event");
+	must(TF_CU(tf_cu->EventElapsedTime(&ms, e0, e1)), "event");
+	return ms * 1000.0 / (double)o.iters;
+}
+
 static int cmd_bench(void)
 {
 	open_rank();
 	size_t maxb = (size_t)o.max_bytes;
 	double factor = S.world > 1 ? 2.0 * (S.world - 1) / S.world : 1;
+	/* The columns: the session backend; for the mailbox also the NCCL
+	 * path it routes large messages to; then NCCL's ncclAllReduce direct. */
+	struct col cols[3];
+	int nc = 0;
+	memset(cols, 0, sizeof cols);
+	cols[nc].comm = comm;
+	snprintf(cols[nc++].name, sizeof cols[0].name, "%s%s", comm->name,
+		 tf_comm_mailbox_p2p(comm) ? " (p2p)" : S.backend == TF_FABRIC_MAILBOX ? " (host region)" : "");
+	struct tf_comm *nccl = tf_comm_mailbox_nccl(comm);
+	if (nccl) {
+		cols[nc].comm = nccl;
+		snprintf(cols[nc++].name, sizeof cols[0].name, "nccl");
+	} else if (comm->device) {
+		nccl = comm;
+	}
+	if (nccl && !tf_comm_nccl_raw(nccl, &cols[nc].raw))
+		snprintf(cols[nc++].name, sizeof cols[0].name, "nccl-direct");
 	if (S.rank == 0) {
-		printf("# all-reduce sum bf16, world %d, backend %s, %lld iterations\n", S.world, comm->name,
-		       (long long)o.iters);
-		printf("#%11s %12s %10s %10s %10s %7s\n", "size (B)", "count", "time (us)", "algbw GB/s",
-		       "busbw GB/s", "#wrong");
+		printf("# all-reduce sum bf16, world %d, backend %s, %lld iterations; per column: time (us), "
+		       "algbw and busbw (GB/s), #wrong\n", S.world, comm->name, (long long)o.iters);
+		if (S.backend == TF_FABRIC_MAILBOX)
+			printf("# the mailbox carries messages up to %u KiB; above that its column is NCCL\n",
+			       S.mailbox_max_kb);
+		printf("#%23s", "");
+		for (int c = 0; c < nc; c++)
+			printf(c + 1 < nc ? " | %-36s" : " | %s", cols[c].name);
+		printf("\n#%11s %11s", "size (B)", "count");
+		for (int c = 0; c < nc; c++)
+			printf(" | %9s %8s %8s %7s", "time (us)", "algbw", "busbw", "#wrong");
+		printf("\n");
 	}
 	size_t sizes[64], ns = 0;
 	for (size_t s = 8; s <= maxb && ns < 60; s *= 4) {
@@ -436,7 +505,6 @@ static int cmd_bench(void)
 		must(TF_CU(tf_cu->EventCreate(&e0, TF_CU_EVENT_DEFAULT)), "event");
 		must(TF_CU(tf_cu->EventCreate(&e1, TF_CU_EVENT_DEFAULT)), "event");
 	}
-	double sum_bus = 0;
 	for (size_t i = 0; i < ns; i++) {
 		size_t count = sizes[i] / 2, bytes = count * 2;
 		struct buf sb, rb;
@@ -453,43 +521,41 @@ static int cmd_bench(void)
 		tf_comm_reduce(want, srcs, S.world, count, TF_DTYPE_BF16, TF_REDOP_SUM);
 		memcpy(in, ins[S.rank], bytes);
 		put(sb.p, in, bytes);
-		for (int w = 0; w < 3; w++)
-			must(tf_comm_all_reduce(comm, sb.p, rb.p, count, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
-		sync_stream();
-		must(tf_comm_barrier(comm), "barrier");
-		double t0 = now_s(), us;
-		if (comm->device)
-			must(TF_CU(tf_cu->EventRecord(e0, stream)), "event");
-		for (int64_t k = 0; k < o.iters; k++)
-			must(tf_comm_all_reduce(comm, sb.p, rb.p, count, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
-		if (comm->device) {
-			float ms;
-			must(TF_CU(tf_cu->EventRecord(e1, stream)), "event");
-			must(TF_CU(tf_cu->EventSynchronize(e1)), "event");
-			must(TF_CU(tf_cu->EventElapsedTime(&ms, e0, e1)), "event");
-			us = ms * 1000.0 / (double)o.iters;
-		} else {
-			us = (now_s() - t0) * 1e6 / (double)o.iters;
-		}
-		get(out, rb.p, bytes);
-		long wrong = 0;
-		for (size_t k = 0; k < count; k++)
-			wrong += out[k] != want[k];
-		double alg = (double)bytes / us / 1e3;
-		sum_bus += alg * factor;
 		if (S.rank == 0)
-			printf("%12zu %12zu %10.2f %10.3f %10.3f %7ld\n", bytes, count, us, alg, alg * factor, wrong);
-		else if (wrong)
-			printf("rank %d: %ld wrong at %zu bytes\n", S.rank, wrong, bytes);
+			printf("%12zu %11zu", bytes, count);
+		long wrong_any = 0;
+		for (int c = 0; c < nc; c++) {
+			/* Stale results of another column cannot pass. */
+			memset(out, 0xff, bytes);
+			put(rb.p, out, bytes);
+			double us = bench_col(&cols[c], sb.p, rb.p, count, e0, e1);
+			get(out, rb.p, bytes);
+			long wrong = 0;
+			for (size_t k = 0; k < count; k++)
+				wrong += out[k] != want[k];
+			double alg = (double)bytes / us / 1e3;
+			cols[c].sum_bus += alg * factor;
+			if (S.rank == 0)
+				printf(" | %9.2f %8.3f %8.3f %7ld", us, alg, alg * factor, wrong);
+			else if (wrong)
+				printf("rank %d: %s: %ld wrong at %zu bytes\n", S.rank, cols[c].name, wrong, bytes);
+			wrong_any += wrong;
+		}
+		if (S.rank == 0)
+			printf("\n");
 		buf_free(&sb), buf_free(&rb);
 		for (int r = 0; r < S.world; r++)
 			free(ins[r]);
 		free(in), free(out), free(want);
-		if (wrong)
+		if (wrong_any)
 			failed++;
 	}
-	if (S.rank == 0)
-		printf("# Avg bus bandwidth : %.3f GB/s\n", ns ? sum_bus / (double)ns : 0);
+	if (S.rank == 0) {
+		printf("# Avg bus bandwidth:");
+		for (int c = 0; c < nc; c++)
+			printf(" %s %.3f GB/s%s", cols[c].name, ns ? cols[c].sum_bus / (double)ns : 0,
+			       c + 1 < nc ? "," : "\n");
+	}
 	if (e0)
 		tf_cu->EventDestroy(e0), tf_cu->EventDestroy(e1);
 	must(tf_comm_barrier(comm), "barrier");

@@ -102,6 +102,27 @@ tf_status tf_comm_mailbox_new(struct tf_boot *boot, const struct tf_fabric_setti
 			      struct tf_comm **out);
 /* Whether the mailbox kernel is embedded in this build. */
 bool tf_comm_mailbox_kernel(void);
+/* The mailbox kernel's grid for a message of bytes per rank: one block per
+ * 4 KiB, 1 to 64. */
+unsigned tf_comm_mailbox_blocks(size_t bytes);
+/* Whether c is a mailbox whose inboxes are in GPU memory (peer-to-peer). */
+bool tf_comm_mailbox_p2p(const struct tf_comm *c);
+/* The NCCL backend a mailbox c routes large messages to (borrowed); NULL
+ * if c is no mailbox. */
+struct tf_comm *tf_comm_mailbox_nccl(struct tf_comm *c);
+
+/* NCCL's own entry point and communicator behind an NCCL backend c, for a
+ * baseline that calls ncclAllReduce directly (no routing, no checks):
+ * all_reduce(send, recv, count, bf16, sum, comm, stream) with NCCL's dtype
+ * and op codes. TF_ERR_ARG if c is not an NCCL backend. */
+struct ncclComm;
+struct tf_nccl_raw {
+	int (*all_reduce)(const void *s, void *r, size_t n, int dt, int op, struct ncclComm *comm,
+			  tf_cu_stream st);
+	struct ncclComm *comm;
+	int bf16, sum; /* ncclBfloat16, ncclSum */
+};
+tf_status tf_comm_nccl_raw(struct tf_comm *c, struct tf_nccl_raw *out);
 /* The NCCL version agreed (10000*major + 100*minor + patch), 0 if none. */
 int tf_comm_nccl_version(const struct tf_comm *c);
 

@@ -160,6 +160,17 @@ int tf_comm_nccl_version(const struct tf_comm *c)
 	return c && c->ops == &nccl_ops ? ((const struct ncomm *)c)->version : 0;
 }
 
+tf_status tf_comm_nccl_raw(struct tf_comm *c, struct tf_nccl_raw *out)
+{
+	if (!c || c->ops != &nccl_ops)
+		return tf_err(TF_ERR_ARG, "not an NCCL backend");
+	struct ncomm *n = (struct ncomm *)c;
+	out->all_reduce = n->api.AllReduce;
+	out->comm = n->comm;
+	out->bf16 = NCCL_BFLOAT16, out->sum = NCCL_SUM;
+	return TF_OK;
+}
+
 static tf_status load(struct ncomm *n, const char *path)
 {
 	n->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -29,6 +29,7 @@ static const struct var vars[TF_FABRIC_NOPTS] = {
 	{"TF_COMM_BACKEND", "backend", "B", "nccl", "collective backend", "nccl|mailbox|host", K_CHOICE, 0, 0, OFF(backend)},
 	{"TF_TP_MAILBOX_MAX_KB", "mailbox-max-kb", "KB", "256", "mailbox message cap per rank", NULL, K_INT, 4, 16384, OFF(mailbox_max_kb)},
 	{"TF_TP_MAILBOX_TIMEOUT_S", "mailbox-timeout", "S", "120", "mailbox wait limit before poisoning", NULL, K_DOUBLE, 0.001, 86400, OFF(mailbox_timeout_s)},
+	{"TF_TP_MAILBOX_P2P", "mailbox-p2p", "on|off", "on", "mailbox inboxes in GPU memory when the GPUs reach each other", "on|off|1|0", K_CHOICE, 0, 0, OFF(mailbox_p2p)},
 	{"TF_TP_FAILFAST", "failfast", "on|off", "on", "end every rank when one fails", "on|off|1|0", K_CHOICE, 0, 0, OFF(failfast)},
 	{"TF_TP_FAILFAST_GRACE_S", "failfast-grace", "S", "1.0", "seconds before a fail-fast exit 70", NULL, K_DOUBLE, 0, 60, OFF(grace_s)},
 	{"TF_NCCL_LIB", "nccl-lib", "FILE", "libnccl.so.2", "NCCL library to open", NULL, K_STR, 0, 0, OFF(nccl_lib)},
@@ -145,6 +146,8 @@ tf_status tf_fabric_settings_check(const struct tf_fabric_opts *o, struct tf_fab
 	s->mailbox_timeout_s = o->mailbox_timeout_s;
 	const char *f = o->failfast ? o->failfast : "on";
 	s->failfast = !(!strcmp(f, "0") || !strcmp(f, "off"));
+	const char *p2p = o->mailbox_p2p ? o->mailbox_p2p : "on";
+	s->mailbox_p2p = !(!strcmp(p2p, "0") || !strcmp(p2p, "off"));
 	s->grace_s = o->grace_s;
 	const char *l = o->nccl_lib ? o->nccl_lib : "libnccl.so.2";
 	if (strlen(l) >= sizeof s->nccl_lib)

@@ -36,6 +36,7 @@ struct tf_fabric_settings {
 	enum tf_fabric_backend backend; /* TF_COMM_BACKEND: nccl|mailbox|host */
 	uint32_t mailbox_max_kb;        /* TF_TP_MAILBOX_MAX_KB: 4..16384 (256) */
 	double mailbox_timeout_s;       /* TF_TP_MAILBOX_TIMEOUT_S: 0.001..86400 (120) */
+	bool mailbox_p2p;               /* TF_TP_MAILBOX_P2P: inboxes in GPU memory (on unless 0/off) */
 	bool failfast;                  /* TF_TP_FAILFAST: on unless 0/off */
 	double grace_s;                 /* TF_TP_FAILFAST_GRACE_S: 0..60 (1.0) */
 	char nccl_lib[256];             /* TF_NCCL_LIB (libnccl.so.2) */
@@ -45,10 +46,10 @@ struct tf_fabric_settings {
 struct tf_fabric_opts {
 	int64_t world, rank, port, plan_port, device, mailbox_max_kb;
 	double plan_timeout_s, mailbox_timeout_s, grace_s;
-	const char *master, *backend, *failfast, *nccl_lib;
+	const char *master, *backend, *failfast, *mailbox_p2p, *nccl_lib;
 };
 
-#define TF_FABRIC_NOPTS 13
+#define TF_FABRIC_NOPTS 14
 
 /* Fill out[0..TF_FABRIC_NOPTS) with option-table entries (long option,
  * variable, default, range) writing into o; a program appends them to its

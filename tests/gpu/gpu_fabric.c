@@ -1,5 +1,6 @@
 /* gpu_fabric.c: the fabric on two GPUs of this host (make check-gpu): the
- * tf-tp-test suite on the NCCL and mailbox backends, bit-exact against the
+ * tf-tp-test suite on the NCCL and mailbox backends (the mailbox with its
+ * inboxes in GPU memory and in the host region), bit-exact against the
  * host reference, and failfast with each rank as the victim in both modes.
  * Skipped (77) with fewer than two GPUs. Runs $TF_BIN/tf-tp-test. */
 #include <stdio.h>
@@ -27,8 +28,8 @@ int main(void)
 	const char *bin = getenv("TF_BIN") ? getenv("TF_BIN") : "build/bin";
 	char cmd[1024];
 	int fails = 0, port = 31000 + (int)(getpid() % 1000) * 20;
-	static const char *const backends[] = {"nccl", "mailbox"};
-	for (int b = 0; b < 2; b++) {
+	static const char *const backends[] = {"nccl", "mailbox", "mailbox TF_TP_MAILBOX_P2P=off"};
+	for (int b = 0; b < 3; b++) {
 		snprintf(cmd, sizeof cmd,
 			 "NCCL_NVLS_ENABLE=0 TF_COMM_BACKEND=%s %s/tf-tp-test --local 2 --port %d suite",
 			 backends[b], bin, port += 20);

@@ -116,13 +116,12 @@ def tile_states(tiles, bits):
     """States [T, 256] of tiles [T, 16*bits] (int16 or uint16 words), §2."""
     w = np.asarray(tiles).view(np.uint16).reshape(-1, 16 * bits)
     stream = w[:, np.arange(16 * bits) ^ 1]           # stream word m sits at index m XOR 1
-    be = np.ascontiguousarray(stream.astype(">u2")).view(np.uint8)  # MSB first
-    sbits = np.unpackbits(be, axis=1)                 # [T, 256*bits]
-    t = np.arange(256)[:, None]
-    j = np.arange(16)[None, :]
-    idx = ((t + 1) * bits - 16 + j) % (256 * bits)    # [256, 16]
-    weights = (1 << (15 - np.arange(16))).astype(np.uint32)
-    return (sbits[:, idx].astype(np.uint32) * weights).sum(axis=2)
+    be = np.ascontiguousarray(stream.astype(">u2")).view(np.uint8).astype(np.uint32)
+    nbytes = 32 * bits                                # the stream, MSB first, circular
+    start = ((np.arange(256) + 1) * bits - 16) % (256 * bits)
+    b0 = start >> 3
+    three = (be[:, b0] << 16) | (be[:, (b0 + 1) % nbytes] << 8) | be[:, (b0 + 2) % nbytes]
+    return (three >> (8 - (start & 7))) & 0xFFFF
 
 
 def tile_pos():
@@ -146,17 +145,30 @@ def decode(trellis, cb):
     return out.reshape(kt * 16, nt * 16)
 
 
+_H128 = None
+
+
 def hadamard128():
-    i = np.arange(128)
-    pc = np.vectorize(lambda v: bin(v).count("1"))(i[:, None] & i[None, :])
-    return np.where(pc % 2 == 0, 1.0, -1.0) / np.sqrt(128.0)
+    global _H128
+    if _H128 is None:
+        i = np.arange(128)
+        pc = np.vectorize(lambda v: bin(v).count("1"))(i[:, None] & i[None, :])
+        _H128 = np.where(pc % 2 == 0, 1.0, -1.0) / np.sqrt(128.0)
+    return _H128
 
 
 def had_blocks_left(W):
-    """Ĥ_K · W: each 128-row block of W mixed by Ĥ."""
-    H = hadamard128()
+    """Ĥ_K · W: each 128-row block of W mixed by Ĥ (a fast Walsh-Hadamard
+    transform: butterflies on the pairs i, i + h for h = 1, 2, .. 64, which
+    is Sylvester's natural order)."""
     K = W.shape[0]
-    return np.einsum("ij,bjn->bin", H, W.reshape(K // 128, 128, -1)).reshape(W.shape)
+    x = np.asarray(W, dtype=np.float64).reshape(K // 128, 128, -1)
+    h = 1
+    while h < 128:
+        y = x.reshape(K // 128, 128 // (2 * h), 2, h, -1)
+        x = np.stack([y[:, :, 0] + y[:, :, 1], y[:, :, 0] - y[:, :, 1]], axis=2)
+        h *= 2
+    return x.reshape(W.shape) / np.sqrt(128.0)
 
 
 def dequant(pack, prefix):
@@ -246,6 +258,9 @@ def selftest():
         check("FNV [3,16] b=%d" % b, got, want)
     H = hadamard128()
     check("Ĥ·Ĥ = I", bool(np.abs(H @ H - np.eye(128)).max() < 1e-12), True)
+    M = np.arange(256 * 3, dtype=np.float64).reshape(256, 3) % 7 - 3
+    check("fast Ĥ = Ĥ", bool(np.abs(had_blocks_left(M) - np.concatenate(
+        [H @ M[:128], H @ M[128:]])).max() < 1e-12), True)
     print("exl3 oracle self-test: %s" % ("%d mismatches" % bad if bad else "all vectors agree"))
     return 1 if bad else 0
 

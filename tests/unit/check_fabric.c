@@ -39,7 +39,14 @@ START_TEST(settings_defaults_and_ranges)
 	ck_assert_int_eq(s.backend, TF_FABRIC_NCCL);
 	ck_assert_int_eq(s.mailbox_max_kb, 256);
 	ck_assert(s.failfast);
+	ck_assert(s.mailbox_p2p);
 	ck_assert(s.grace_s == 1.0);
+	env_kv[0][0] = "TF_TP_MAILBOX_P2P", env_kv[0][1] = "maybe";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_MAILBOX_P2P"));
+	env_kv[0][1] = "off";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), 0);
+	ck_assert(!s.mailbox_p2p);
 	env_kv[0][0] = "TF_TP_MAILBOX_MAX_KB", env_kv[0][1] = "3";
 	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_MAILBOX_MAX_KB=3"));
@@ -512,6 +519,20 @@ START_TEST(frame_parsers)
 }
 END_TEST
 
+/* The mailbox kernel's grid: a block per 4 KiB chunk (512 lines of 8
+ * bytes), at least 1, at most 64, so that a chunk has one owner block at
+ * every size. */
+START_TEST(mailbox_grid)
+{
+	ck_assert_uint_eq(tf_comm_mailbox_blocks(1), 1);
+	ck_assert_uint_eq(tf_comm_mailbox_blocks(4096), 1);
+	ck_assert_uint_eq(tf_comm_mailbox_blocks(4097), 2);
+	ck_assert_uint_eq(tf_comm_mailbox_blocks(10240), 3);
+	ck_assert_uint_eq(tf_comm_mailbox_blocks(256 * 1024), 64);
+	ck_assert_uint_eq(tf_comm_mailbox_blocks(16u << 20), 64);
+}
+END_TEST
+
 Suite *suite_fabric(void)
 {
 	Suite *s = suite_create("fabric");
@@ -528,6 +549,7 @@ Suite *suite_fabric(void)
 	tcase_add_test(t, failfast_fatal_and_vanish);
 	tcase_add_test(t, failfast_clean_stops_exit_nobody);
 	tcase_add_test(t, frame_parsers);
+	tcase_add_test(t, mailbox_grid);
 	suite_add_tcase(s, t);
 	return s;
 }
