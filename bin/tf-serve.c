@@ -21,6 +21,7 @@
 #include "engine/cpu.h"
 #include "engine/engine.h"
 #include "engine/planner.h"
+#include "engine/prefix.h"
 #include "engine/stub.h"
 #include "serve/family.h"
 #include "serve/gen.h"
@@ -29,7 +30,7 @@
 static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
 	*seed_salt;
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
-	connections, http_threads, memo_cap, top_k, threads;
+	connections, http_threads, memo_cap, top_k, threads, prefix_cache;
 static uint64_t body_max;
 static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
 static bool check, once;
@@ -44,6 +45,7 @@ static const struct tf_opt opts[] = {
 	{"max-tokens", 0, TF_OPT_INT, &max_tokens, "N", "TF_MAX_TOKENS", "4096", "completion limit when a request names none", 1, 1 << 24, NULL},
 	{"lanes", 'l', TF_OPT_INT, &lanes, "N", "TF_LANES", "64", "requests running at once (more wait)", 1, 65536, NULL},
 	{"round-tokens", 0, TF_OPT_INT, &round_tokens, "N", "TF_ROUND_TOKENS", "2048", "token budget of one engine round", 16, 1 << 20, NULL},
+	{"prefix-cache", 0, TF_OPT_INT, &prefix_cache, "N", "TF_PREFIX_CACHE", "16", "prompt prefixes the cpu engine keeps for reuse (0: no prompt cache)", 0, 65536, NULL},
 	{"api-key", 'k', TF_OPT_STR, &api_key, "KEYS", "TF_API_KEY", NULL, "API keys, comma-separated (Bearer or x-api-key)", 0, 0, NULL},
 	{"api-key-file", 0, TF_OPT_STR, &api_key_file, "FILE", "TF_API_KEY_FILE", NULL, "file of API keys, one a line", 0, 0, NULL},
 	{"body-max", 0, TF_OPT_SIZE, &body_max, "SIZE", "TF_BODY_MAX", "32M", "request body limit (413 past it)", 0, (double)(1ull << 32), NULL},
@@ -185,7 +187,9 @@ int main(int argc, char **argv)
 	/* The CPU engine: the pack's model, loaded and checked before serving. */
 	struct tf_model *cpu_model = NULL;
 	if (!stub) {
-		struct tf_model_opts mo = {.threads = (int)threads, .slots = (int)lanes,
+		/* A sequence slot per lane and one per saved prompt prefix. */
+		struct tf_model_opts mo = {.threads = (int)threads,
+					   .slots = (int)(lanes + prefix_cache),
 					   .max_positions = context};
 		if ((st = tf_model_open(pack, &mo, &cpu_model)))
 			tf_die_status(st, "cannot load the model of '%s'", pack);
@@ -205,12 +209,17 @@ int main(int argc, char **argv)
 	struct tf_stub_text text = {family.ctx, family.decode, family.encode, family.eos};
 	struct tf_stub_config sc = {.text = text, .token_ms = stub_token_ms, .piece_us = stub_piece_us,
 				    .wait_ms = stub_wait_ms, .zero_ok = true};
+	/* The cpu engine runs prompts in pieces cut at the prompt cache's
+	 * blocks, with or without the cache, so a resumed prompt gives the
+	 * same tokens as a fresh one. */
 	struct tf_planner_config pc = {.round_tokens = (uint32_t)round_tokens,
-				       .max_lanes = (uint32_t)lanes, .context = (uint32_t)context};
+				       .max_lanes = (uint32_t)lanes, .context = (uint32_t)context,
+				       .align = stub ? 0 : TF_PREFIX_BLOCK};
+	struct tf_engine_cpu_opts co = {.cache_entries = (uint32_t)prefix_cache};
 	struct tf_engine_backend be;
 	struct tf_planner pl;
 	struct tf_engine *engine;
-	st = stub ? tf_stub_new(&sc, &be) : tf_engine_cpu_new(cpu_model, family.eos, &be);
+	st = stub ? tf_stub_new(&sc, &be) : tf_engine_cpu_new(cpu_model, family.eos, &co, &be);
 	if (st || (st = tf_planner_default(&pc, &pl)))
 		tf_die_status(st, "cannot set up the engine");
 	/* Stop signals are taken by one thread; every thread started after this

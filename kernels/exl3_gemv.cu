@@ -141,6 +141,9 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 	for (int i = 0; i < NB8; i++)
 		cm[i][0] = cm[i][1] = cm[i][2] = cm[i][3] = 0.f;
 
+	/* A programmatic dependent launch: the next launch may start now; this
+	 * one reads x and the workspace only after the previous one is done. */
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	for (int kb = kb0; kb < kb1; kb++) {
 		/* Issue the loads of this chunk's 8 tiles first. */
 		uint32_t t0[8], t1[8], t2[8];
@@ -151,6 +154,8 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 			t1[i] = __ldcs(tile + lw.wj);
 			t2[i] = __ldcs(tile + lw.wk);
 		}
+		if (kb == kb0)
+			asm volatile("griddepcontrol.wait;" ::: "memory");
 		/* u for this chunk: warp w builds rows w and w + 8. */
 		const int buf = kb & 1;
 #pragma unroll
@@ -240,6 +245,7 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 		}
 	}
 
+	asm volatile("griddepcontrol.wait;" ::: "memory"); /* a block with no chunk */
 	if constexpr (MMA) {
 		/* c0, c1: column c0 of the tile, rows 2q, 2q+1 of the block of 8;
 		 * c2, c3: column c0 + 8. */

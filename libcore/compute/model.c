@@ -4,6 +4,7 @@
 #include "compute/model.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -299,6 +300,11 @@ int64_t tf_model_seq_len(const struct tf_model *m, int seq)
 void tf_model_seq_free(struct tf_model *m, int seq)
 {
 	tf_kv_close(m->kv, seq);
+}
+
+int64_t tf_model_free_pages(const struct tf_model *m)
+{
+	return tf_kv_config(m->kv)->sources ? tf_kv_free_pages(m->kv) : INT64_MAX;
 }
 
 tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *ids,

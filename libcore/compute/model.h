@@ -76,6 +76,10 @@ tf_status tf_model_seq_fork(struct tf_model *m, int src, int *dst);
 tf_status tf_model_seq_rollback(struct tf_model *m, int seq, int64_t pos);
 int64_t tf_model_seq_len(const struct tf_model *m, int seq);
 void tf_model_seq_free(struct tf_model *m, int seq);
+/* Free pages in the cache pool (INT64_MAX when the model keeps no paged
+ * pool: nothing runs short). A sequence growing from n to n + k positions
+ * takes ceil((n + k) / 256) - ceil(n / 256) pages (TF_KV_PAGE). */
+int64_t tf_model_free_pages(const struct tf_model *m);
 
 /* Whether R rows are ones tf_model_forward takes: ids in the vocabulary,
  * open sequences whose rows are consecutive and continue them, positions

@@ -81,6 +81,7 @@ static const struct sym syms[] = {
 	REQ(MemSetAccess, "cuMemSetAccess"),
 	REQ(MemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
 	OPT(FuncGetName, "cuFuncGetName"),
+	OPT(LaunchKernelEx, "cuLaunchKernelEx"),
 };
 
 /* Our own names and texts, for a driver that cannot answer (missing, or

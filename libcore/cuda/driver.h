@@ -102,6 +102,7 @@ enum {
 	TF_CU_EVENT_DISABLE_TIMING = 2,
 	TF_CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
 	TF_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+	TF_CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
 	TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 	TF_CU_MEM_ALLOCATION_TYPE_PINNED = 1,
 	TF_CU_MEM_LOCATION_TYPE_DEVICE = 1,
@@ -132,6 +133,24 @@ struct tf_cu_mem_access {
 
 /* The entry points, named without their "cu" prefix and version suffix;
  * the comment gives the exact symbol resolved. All return a CUresult. */
+/* cuLaunchKernelEx's CUlaunchAttribute (72 bytes: an id, padding, a
+ * 64-byte value union) and CUlaunchConfig, field for field. */
+#define TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION 6
+struct tf_cu_launch_attr {
+	int id;
+	int pad;
+	union {
+		char bytes[64];
+		int i;
+	} value;
+};
+struct tf_cu_launch_config {
+	unsigned gx, gy, gz, bx, by, bz, shmem;
+	tf_cu_stream s;
+	struct tf_cu_launch_attr *attrs;
+	unsigned nattrs;
+};
+
 struct tf_cu_api {
 	int (*Init)(unsigned flags);                                  /* cuInit */
 	int (*DriverGetVersion)(int *v);                               /* cuDriverGetVersion */
@@ -194,6 +213,8 @@ struct tf_cu_api {
 	int (*MemGetAllocationGranularity)(size_t *g, const struct tf_cu_mem_prop *prop, int option); /* cuMemGetAllocationGranularity */
 	/* Optional: NULL when the driver lacks them. */
 	int (*FuncGetName)(const char **name, tf_cu_func f);           /* cuFuncGetName (12.3+) */
+	int (*LaunchKernelEx)(const struct tf_cu_launch_config *c, tf_cu_func f, void **params,
+	                      void **extra);                            /* cuLaunchKernelEx (12.0+) */
 };
 
 /* A loaded driver. */

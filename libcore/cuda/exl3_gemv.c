@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/module.h"
@@ -15,9 +16,38 @@ struct gemv_args {
 	int32_t y_bf16;
 };
 
+/* The one-row kernel's (kernels/exl3_gemv1.cu). */
+struct gemv1_args {
+	tf_cu_ptr trellis, suh, svh, x, y;
+	int32_t k, n;
+	int32_t y_bf16, pad;
+};
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static tf_cu_func funcs[9][3][5];
+static tf_cu_func funcs1[9][3];
+static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
+
+#define GEMV1_RANKS 8
+#define GEMV1_STATIC_SMEM (512 / 32 * 128 * 4 + 128 * 4) /* part[][] and red[] */
+#define GEMV1_SHMEM_MAX (200 * 1024) /* dynamic, under the 227 KiB a block may opt in to */
+
+/* Opt-in switches: -1 until read from the environment (on when set to
+ * "1") or set by tf_cu_exl3_options. */
+static int opt_v5 = -1, opt_pdl = -1;
+
+static int env_flag(const char *name)
+{
+	const char *v = getenv(name);
+	return v && !strcmp(v, "1");
+}
+
+void tf_cu_exl3_options(int v5, int pdl)
+{
+	opt_v5 = v5 < 0 ? env_flag("TF_CUDA_EXL3_GEMV1") : v5 != 0;
+	opt_pdl = pdl < 0 ? env_flag("TF_CUDA_PDL") : pdl != 0;
+}
 
 static int rows_slot(uint32_t rows, unsigned *tmpl)
 {
@@ -78,6 +108,34 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
 	rows_slot(rows ? rows : 1, &p->rows_tmpl);
 }
 
+void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf_cu_exl3_plan1 *p)
+{
+	unsigned kt = g->k / 16, blocks = g->n / 128 * GEMV1_RANKS;
+	unsigned nsm = sms > 0 ? (unsigned)sms : 132, r = regs > 0 ? (unsigned)regs : 128;
+	unsigned long best = 0;
+	p->grid_x = g->n / 128;
+	for (unsigned t = 64; t <= 512; t += 64) {
+		unsigned rounds = (kt + t - 1) / t, shmem = rounds * t * 4 + 32 * t * g->bits;
+		unsigned per_sm = 65536 / (r * t);
+		if (per_sm > 2048 / t)
+			per_sm = 2048 / t;
+		if (per_sm > 32)
+			per_sm = 32;
+		if (per_sm > 227 * 1024 / (shmem + GEMV1_STATIC_SMEM + 1024))
+			per_sm = 227 * 1024 / (shmem + GEMV1_STATIC_SMEM + 1024);
+		if (per_sm < 1)
+			continue;
+		unsigned long waves = (blocks + per_sm * nsm - 1) / (per_sm * nsm);
+		unsigned long cost = waves * rounds;
+		if (!best || cost < best) {
+			best = cost;
+			p->threads = t;
+			p->rounds = rounds;
+			p->shmem = shmem;
+		}
+	}
+}
+
 static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl, tf_cu_func *f)
 {
 	tf_status st = tf_cu_module_load();
@@ -86,6 +144,7 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 	pthread_mutex_lock(&mu);
 	if (funcs_generation != tf_cu_module_generation()) {
 		memset(funcs, 0, sizeof(funcs));
+		memset(funcs1, 0, sizeof(funcs1));
 		funcs_generation = tf_cu_module_generation();
 	}
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
@@ -99,6 +158,81 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 	return st;
 }
 
+static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *regs)
+{
+	tf_status st = tf_cu_module_load();
+	if (st)
+		return st;
+	pthread_mutex_lock(&mu);
+	if (funcs_generation != tf_cu_module_generation()) {
+		memset(funcs, 0, sizeof(funcs));
+		memset(funcs1, 0, sizeof(funcs1));
+		funcs_generation = tf_cu_module_generation();
+	}
+	tf_cu_func *c = &funcs1[g->bits][g->cb];
+	if (!*c) {
+		char name[64];
+		snprintf(name, sizeof(name), "tf_exl3_gemv1_b%u_cb%d", g->bits, (int)g->cb);
+		int r = 0;
+		if (!(st = tf_cu_kernel(name, c))) {
+			if (tf_cu->FuncGetAttribute(&r, TF_CU_FUNC_ATTRIBUTE_NUM_REGS, *c) == 0 && r > 0 && r <= 255)
+				regs1[g->bits][g->cb] = r;
+			st = TF_CU(tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+			                                   GEMV1_SHMEM_MAX));
+			if (st)
+				*c = NULL;
+		}
+	}
+	*f = *c;
+	*regs = regs1[g->bits][g->cb];
+	pthread_mutex_unlock(&mu);
+	return st;
+}
+
+/* Launch f on grid gx × gy, as a programmatic dependent launch when that
+ * is switched on and the driver has cuLaunchKernelEx. */
+static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned threads, unsigned shmem,
+                        tf_cu_stream s, void **params)
+{
+	if (opt_pdl < 0)
+		opt_pdl = env_flag("TF_CUDA_PDL");
+	if (opt_pdl && tf_cu->LaunchKernelEx) {
+		struct tf_cu_launch_attr attr = {.id = TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION};
+		attr.value.i = 1;
+		struct tf_cu_launch_config c = {
+			.gx = gx, .gy = gy, .gz = 1, .bx = threads, .by = 1, .bz = 1,
+			.shmem = shmem, .s = s, .attrs = &attr, .nattrs = 1,
+		};
+		return TF_CU(tf_cu->LaunchKernelEx(&c, f, params, NULL));
+	}
+	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, 1, threads, 1, 1, shmem, s, params, NULL));
+}
+
+/* One row: the v5 kernel. */
+static tf_status gemv1(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, tf_cu_ptr y, bool y_bf16, int sms,
+                       tf_cu_stream s)
+{
+	tf_cu_func f;
+	int regs;
+	tf_status st = get_func1(&L->g, &f, &regs);
+	if (st)
+		return st;
+	struct tf_cu_exl3_plan1 p;
+	tf_cu_exl3_plan1(&L->g, sms, regs, &p);
+	if (p.shmem > GEMV1_SHMEM_MAX)
+		return tf_err(TF_ERR_ARG, "exl3 gemv: K = %u is past the one-row kernel's shared memory", L->g.k);
+	struct gemv1_args a = {
+		.trellis = L->trellis, .suh = L->suh, .svh = L->svh, .x = x, .y = y,
+		.k = (int32_t)L->g.k, .n = (int32_t)L->g.n, .y_bf16 = y_bf16,
+	};
+	void *params[] = {&a};
+	st = launch(f, p.grid_x, GEMV1_RANKS, p.threads, p.shmem, s, params);
+	if (st)
+		return tf_err_wrap(st, "exl3 gemv1 %ux%u b%u %s (grid %ux%u, %u threads): ", L->g.k, L->g.n,
+		                   L->g.bits, tf_exl3_cb_name(L->g.cb), p.grid_x, GEMV1_RANKS, p.threads);
+	return TF_OK;
+}
+
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
                           bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms, int blocks_per_sm,
                           tf_cu_stream s)
@@ -109,6 +243,10 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	if (rows < 1 || rows > TF_CU_EXL3_ROWS_MAX)
 		return tf_err(TF_ERR_ARG, "exl3 gemv: %u rows (1..%d; more rows take the GEMM path)",
 		              rows, TF_CU_EXL3_ROWS_MAX);
+	if (opt_v5 < 0)
+		opt_v5 = env_flag("TF_CUDA_EXL3_GEMV1");
+	if (rows == 1 && opt_v5)
+		return gemv1(L, x, y, y_bf16, sms, s);
 	struct tf_cu_exl3_plan p;
 	tf_cu_exl3_plan(&L->g, rows, sms, blocks_per_sm, &p);
 	if (p.slices > 1 && (!ws || ws->n_max < L->g.n))
@@ -126,7 +264,7 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	st = TF_CU(tf_cu->LaunchKernel(f, p.grid_x, p.slices, 1, 256, 1, 1, 0, s, params, NULL));
+	st = launch(f, p.grid_x, p.slices, 256, 0, s, params);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);

@@ -52,9 +52,32 @@ struct tf_cu_exl3_plan {
 void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int blocks_per_sm,
                      struct tf_cu_exl3_plan *p);
 
+/* Set the two opt-in switches of tf_cu_exl3_gemv (v5 for one row, PDL):
+ * 0 off, 1 on, −1 from the environment (the default). Not thread safe
+ * against launches in flight: for tests and benchmarks. */
+void tf_cu_exl3_options(int v5, int pdl);
+
+/* How a one-row launch (the v5 kernel, kernels/exl3_gemv1.cu) is cut: a
+ * cluster of 8 blocks per 128 columns (grid n/128 × 8), threads per block
+ * (a multiple of 64, at most 512; each thread owns one 16×16 tile column
+ * and rounds k-tiles of it), the dynamic shared memory for u and the
+ * staging areas. regs: the
+ * kernel's registers a thread (0: assume 128). Picks the threads that
+ * minimise waves × rounds over the sms processors, the fewest on a tie. */
+struct tf_cu_exl3_plan1 {
+	unsigned grid_x, threads, rounds, shmem;
+};
+void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf_cu_exl3_plan1 *p);
+
 /* Enqueue y = x · W on stream s. x: bf16 [rows][K]; y: [rows][N], f32 or
- * (y_bf16) bf16; rows 1..16. TF_ERR_ARG for a bad geometry, rows, or a
- * workspace too small; driver errors from the launch. */
+ * (y_bf16) bf16; rows 1..16. Two opt-in variants, both measured slower on
+ * the H200 for now (kernels/NOTES.md v5, v6): $TF_CUDA_EXL3_GEMV1=1 sends
+ * one row to the v5 kernel (no workspace: ws may be NULL), and
+ * $TF_CUDA_PDL=1 makes every launch a programmatic dependent launch where
+ * the driver has cuLaunchKernelEx (the kernels read x and the workspace
+ * and write y only after the launches before them are done). TF_ERR_ARG
+ * for a bad geometry, rows, or a workspace too small; driver errors from
+ * the launch. */
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
                           bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms, int blocks_per_sm,
                           tf_cu_stream s);

@@ -6,11 +6,15 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
+#include "compute/kv.h"
 #include "compute/sample.h"
+#include "engine/prefix.h"
 
 struct cpu {
 	struct tf_model *model;
 	struct tf_sampler *sampler;
+	struct tf_prefix *prefix; /* the prompt cache's index, or NULL */
 	uint32_t vocab;
 	/* per-round scratch, grown as needed */
 	size_t cap;
@@ -36,20 +40,62 @@ static tf_status grow(struct cpu *c, size_t rows)
 	return TF_OK;
 }
 
+/* A lane's state: its cache sequence and the prompt prefixes to save. */
+struct lane_state {
+	int seq;
+	uint32_t save[TF_PREFIX_SAVES];
+};
+
 static int lane_seq(const struct tf_lane *lane)
 {
-	return (int)(intptr_t)lane->state - 1;
+	return ((const struct lane_state *)lane->state)->seq;
+}
+
+/* Drop the least recently used saved prefix; false when none is left. */
+static bool evict_one(struct cpu *c, int *victim)
+{
+	int v = c->prefix ? tf_prefix_evict(c->prefix) : -1;
+	if (v < 0)
+		return false;
+	tf_model_seq_free(c->model, v);
+	if (victim)
+		*victim = v;
+	return true;
 }
 
 static tf_status begin(void *ctx, struct tf_lane *lane)
 {
 	struct cpu *c = ctx;
-	int seq;
-	tf_status st = tf_model_seq_new(c->model, &seq);
-	if (st)
+	struct lane_state *ls = tf_calloc(1, sizeof(*ls));
+	if (!ls)
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	struct tf_prefix_plan plan = {.seq = -1};
+	if (c->prefix && tf_prefix_lookup(c->prefix, lane->prompt, lane->nprompt, &plan))
+		plan = (struct tf_prefix_plan){.seq = -1}; /* run it without the cache */
+	tf_status st;
+	int victim;
+	/* A sequence slot: resumed from the hit or new; saved prefixes make
+	 * way (should the hit itself go, the prompt runs from the start). */
+	for (;;) {
+		st = plan.seq >= 0 ? tf_model_seq_fork(c->model, plan.seq, &ls->seq)
+				   : tf_model_seq_new(c->model, &ls->seq);
+		if (st != TF_ERR_UNAVAILABLE || !evict_one(c, &victim))
+			break;
+		if (victim == plan.seq)
+			plan.seq = -1, plan.hit = 0;
+	}
+	if (st) {
+		free(ls);
 		return st;
-	lane->state = (void *)(intptr_t)(seq + 1);
-	lane->cached = 0;
+	}
+	memcpy(ls->save, plan.save, sizeof(ls->save));
+	lane->state = ls;
+	lane->cached = plan.seq >= 0 ? plan.hit : 0;
+	if (lane->cached) {
+		tf_prefix_resumed(c->prefix, lane->cached);
+		tf_log(TF_LOG_DEBUG, "cpu: request %llu resumes %u of %u prompt tokens",
+		       (unsigned long long)lane->id, lane->cached, lane->nprompt);
+	}
 	return TF_OK;
 }
 
@@ -58,7 +104,48 @@ static void end(void *ctx, struct tf_lane *lane)
 	struct cpu *c = ctx;
 	if (lane->state)
 		tf_model_seq_free(c->model, lane_seq(lane));
+	free(lane->state);
 	lane->state = NULL;
+}
+
+/* Save the lane's first len prompt positions (its whole sequence now) as a
+ * prefix: a fork that shares its full pages. Best effort: without room the
+ * prefix is not kept. */
+static void save(struct cpu *c, const struct tf_lane *lane, uint32_t len)
+{
+	if (tf_prefix_holds(c->prefix, lane->prompt, len))
+		return;
+	if (tf_prefix_full(c->prefix) && !evict_one(c, NULL))
+		return;
+	int snap;
+	tf_status st;
+	while ((st = tf_model_seq_fork(c->model, lane_seq(lane), &snap)) == TF_ERR_UNAVAILABLE)
+		if (!evict_one(c, NULL))
+			return;
+	if (st)
+		return;
+	if (tf_prefix_insert(c->prefix, lane->prompt, len, snap))
+		tf_model_seq_free(c->model, snap);
+}
+
+static int64_t pages(int64_t positions)
+{
+	return (positions + TF_KV_PAGE - 1) / TF_KV_PAGE;
+}
+
+/* Cache pages for the round: saved prefixes make way when the pool is
+ * short, so that a round never fails for pages the cache could give. */
+static void make_room(struct cpu *c, const struct tf_engine_round *r)
+{
+	int64_t need = 0;
+	for (size_t i = 0; i < r->npieces; i++)
+		need += pages(r->pieces[i].end) - pages(r->pieces[i].start);
+	for (size_t i = 0; i < r->nrows; i++) {
+		int64_t n = tf_model_seq_len(c->model, lane_seq(r->rows[i].lane));
+		need += pages(n + 1) - pages(n);
+	}
+	while (tf_model_free_pages(c->model) < need && evict_one(c, NULL))
+		;
 }
 
 /* The token a row's logits give, drawn at the position it will occupy. */
@@ -69,6 +156,15 @@ static int32_t draw(struct cpu *c, const float *logits, const struct tf_lane *la
 	struct tf_sample_params sp = {p->seed, p->temperature, p->top_k > 0 ? (uint32_t)p->top_k : 0,
 				      p->top_p, p->min_p};
 	return tf_sample_row(c->sampler, logits, c->vocab, position, &sp);
+}
+
+/* The log-probabilities of token under the row's own softmax. */
+static void logprobs(struct cpu *c, const float *logits, const struct tf_lane *lane, int32_t token,
+		     struct tf_engine_logprob *out)
+{
+	out->ntop = lane->params->top_logprobs;
+	tf_sample_logprobs(c->sampler, logits, c->vocab, token, out->ntop, &out->logprob,
+			   out->top_ids, out->top_lp);
 }
 
 static tf_status forward(void *ctx, struct tf_engine_round *r)
@@ -82,6 +178,7 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 	tf_status st = grow(c, rows);
 	if (st)
 		return st;
+	make_room(c, r);
 	size_t at = 0;
 	for (size_t i = 0; i < r->npieces; i++) {
 		const struct tf_engine_piece *pc = &r->pieces[i];
@@ -103,18 +200,38 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 	for (size_t i = 0; i < r->npieces; i++) {
 		struct tf_engine_piece *pc = &r->pieces[i];
 		at += pc->end - pc->start;
+		const struct lane_state *ls = pc->lane->state;
+		for (int k = 0; c->prefix && k < TF_PREFIX_SAVES && ls->save[k]; k++)
+			if (ls->save[k] == pc->end)
+				save(c, pc->lane, pc->end);
 		if (pc->end == pc->lane->nprompt) {
-			pc->tokens[0] = draw(c, c->logits + (at - 1) * c->vocab, pc->lane, pc->end);
+			const float *lg = c->logits + (at - 1) * c->vocab;
+			pc->tokens[0] = draw(c, lg, pc->lane, pc->end);
 			pc->ntokens = 1;
+			if (pc->lp)
+				logprobs(c, lg, pc->lane, pc->tokens[0], &pc->lp[0]);
 		}
 	}
 	for (size_t i = 0; i < r->nrows; i++, at++) {
 		struct tf_engine_row *row = &r->rows[i];
-		row->tokens[0] = draw(c, c->logits + at * c->vocab, row->lane,
-				      (uint64_t)c->pos[at] + 1);
+		const float *lg = c->logits + at * c->vocab;
+		row->tokens[0] = draw(c, lg, row->lane, (uint64_t)c->pos[at] + 1);
 		row->ntokens = 1;
+		if (row->lp)
+			logprobs(c, lg, row->lane, row->tokens[0], &row->lp[0]);
 	}
 	return TF_OK;
+}
+
+static void cache_stats(void *ctx, struct tf_engine_cache_stats *out)
+{
+	struct cpu *c = ctx;
+	if (!c->prefix)
+		return;
+	struct tf_prefix_stats s;
+	tf_prefix_stats(c->prefix, &s);
+	*out = (struct tf_engine_cache_stats){true, s.lookups, s.hits, s.hit_tokens, s.saves,
+					      s.evictions, s.entries};
 }
 
 static void cpu_free(void *ctx)
@@ -123,6 +240,7 @@ static void cpu_free(void *ctx)
 	if (!c)
 		return;
 	tf_model_free(c->model);
+	tf_prefix_free(c->prefix);
 	tf_sampler_free(c->sampler);
 	free(c->ids);
 	free(c->pos);
@@ -131,7 +249,8 @@ static void cpu_free(void *ctx)
 	free(c);
 }
 
-tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, struct tf_engine_backend *out)
+tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, const struct tf_engine_cpu_opts *o,
+			    struct tf_engine_backend *out)
 {
 	struct cpu *c = calloc(1, sizeof *c);
 	if (!c) {
@@ -141,10 +260,14 @@ tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, struct tf_engin
 	c->model = model;
 	c->vocab = tf_model_config(model)->vocab;
 	tf_status st = tf_sampler_new(c->vocab, &c->sampler);
+	if (!st && o && o->cache_entries) {
+		struct tf_prefix_config pc = {.block = TF_PREFIX_BLOCK, .max_entries = o->cache_entries};
+		st = tf_prefix_new(&pc, &c->prefix);
+	}
 	if (st) {
 		cpu_free(c);
 		return st;
 	}
-	*out = (struct tf_engine_backend){"cpu", c, eos, begin, forward, end, cpu_free};
+	*out = (struct tf_engine_backend){"cpu", c, eos, begin, forward, end, cpu_free, cache_stats};
 	return TF_OK;
 }

@@ -2,16 +2,37 @@
  * (compute/model.h): one cache sequence per lane, every round's prompt
  * pieces and decode rows in one batched forward, keyed sampling
  * (compute/sample.h) from each row's logits at the position it predicts, so
- * the same request gives the same tokens alone or batched. */
+ * the same request gives the same tokens alone or batched.
+ *
+ * Prompt cache: with cache_entries > 0 the backend keeps prompt prefixes as
+ * forked cache sequences (full pages shared with the lane that made them)
+ * under a prefix index (prefix.h). A new lane whose prompt starts with a
+ * saved prefix forks it and runs only the rest (lane->cached). Prefixes
+ * end on block boundaries (TF_PREFIX_BLOCK); run the planner with align =
+ * TF_PREFIX_BLOCK so that every prompt runs in the same pieces from a
+ * boundary on, whether it resumed there or not: the resumed request then
+ * gives the same tokens as a fresh one. Saved prefixes are evicted least
+ * recently used first when a lane needs a sequence slot or the round needs
+ * cache pages; the model needs a slot per lane plus one per entry.
+ *
+ * Log-probabilities (params.logprobs) come from tf_sample_logprobs over
+ * the same row of logits the token was drawn from. */
 #ifndef TF_ENGINE_CPU_H
 #define TF_ENGINE_CPU_H
+
+#include <stdint.h>
 
 #include "base/status.h"
 #include "compute/model.h"
 #include "engine/engine.h"
 
+struct tf_engine_cpu_opts {
+	uint32_t cache_entries; /* prompt prefixes kept at once (0: no prompt cache) */
+};
+
 /* A backend over model (which it takes over: the engine frees both). eos
- * is the end-of-sequence id, or -1. */
-tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, struct tf_engine_backend *out);
+ * is the end-of-sequence id, or -1; o NULL takes the defaults (no cache). */
+tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, const struct tf_engine_cpu_opts *o,
+			    struct tf_engine_backend *out);
 
 #endif

@@ -28,6 +28,8 @@ struct tf_engine_job {
 	struct tf_engine_params params;
 	int32_t *prompt;
 	int32_t *toks;             /* delivered tokens, under mu */
+	struct tf_engine_logprob *lps; /* their log-probabilities (params.logprobs), under mu */
+	struct tf_engine_logprob *lpbuf; /* a round's, filled by the backend (params.logprobs) */
 	size_t ntoks, cap, nread;
 	enum tf_engine_end end;
 	tf_status st;
@@ -110,6 +112,8 @@ static void job_unref(struct tf_engine_job *j)
 	pthread_cond_destroy(&j->cv);
 	free(j->prompt);
 	free(j->toks);
+	free(j->lps);
+	free(j->lpbuf);
 	free(j);
 }
 
@@ -143,9 +147,10 @@ static void job_finish_unref(struct tf_engine_job *j, enum tf_engine_end end, tf
 	job_unref(j);
 }
 
-/* Deliver n tokens; returns true when the job ended (EOS or length). */
+/* Deliver n tokens (lp: their log-probabilities, or NULL); returns true
+ * when the job ended (EOS or length). */
 static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int32_t *t,
-			uint32_t n)
+			const struct tf_engine_logprob *lp, uint32_t n)
 {
 	enum tf_engine_end end = TF_ENGINE_RUNNING;
 	pthread_mutex_lock(&j->mu);
@@ -156,13 +161,16 @@ static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int3
 		}
 		if (j->ntoks == j->cap) {
 			size_t cap = j->cap ? j->cap * 2 : 64;
-			if (tf_realloc_array(&j->toks, cap, sizeof(*j->toks))) {
+			if (tf_realloc_array(&j->toks, cap, sizeof(*j->toks)) ||
+			    (j->lpbuf && tf_realloc_array(&j->lps, cap, sizeof(*j->lps)))) {
 				snprintf(j->why, sizeof(j->why), "out of memory delivering tokens");
 				end = TF_ENGINE_FAILED;
 				break;
 			}
 			j->cap = cap;
 		}
+		if (j->lpbuf)
+			j->lps[j->ntoks] = lp ? lp[i] : (struct tf_engine_logprob){0};
 		j->toks[j->ntoks++] = t[i];
 		j->lane.ngen++;
 		j->lane.last = t[i];
@@ -283,6 +291,23 @@ static tf_status run_grow(struct tf_engine *e)
 	return TF_OK;
 }
 
+static struct tf_engine_job *job_of(struct tf_lane *l)
+{
+	return (struct tf_engine_job *)((char *)l - offsetof(struct tf_engine_job, lane));
+}
+
+/* The backend's prompt cache counters into the stats. */
+static void cache_stats(struct tf_engine *e)
+{
+	if (!e->be.cache_stats)
+		return;
+	struct tf_engine_cache_stats c = {0};
+	e->be.cache_stats(e->be.ctx, &c);
+	pthread_mutex_lock(&e->mu);
+	e->stats.cache = c;
+	pthread_mutex_unlock(&e->mu);
+}
+
 /* One round over the running lanes. Returns false when nothing ran. */
 static bool run_round(struct tf_engine *e)
 {
@@ -302,12 +327,16 @@ static bool run_round(struct tf_engine *e)
 			struct tf_lane *l = &e->run[i]->lane;
 			if (l->params->background != bg)
 				continue;
-			if (l->filled >= l->nprompt)
+			if (l->filled >= l->nprompt) {
+				rows[nrows].lp = job_of(l)->lpbuf;
 				rows[nrows++].lane = l;
-			else
+			} else {
 				filling[nfill++] = l;
+			}
 		}
 	size_t np = e->pl.plan(e->pl.ctx, filling, nfill, nrows, pieces, nfill);
+	for (size_t i = 0; i < np; i++)
+		pieces[i].lp = job_of(pieces[i].lane)->lpbuf;
 	if (np == 0 && nrows == 0)
 		goto out;
 	struct tf_engine_round r = {++e->round, pieces, np, rows, nrows};
@@ -340,7 +369,7 @@ static bool run_round(struct tf_engine *e)
 		if (p->end == p->lane->nprompt) {
 			j->t_prefilled = now_s();
 			gen += p->ntokens;
-			if (job_deliver(e, j, p->tokens, p->ntokens))
+			if (job_deliver(e, j, p->tokens, p->lp, p->ntokens))
 				p->lane = NULL;
 		}
 	}
@@ -356,7 +385,7 @@ static bool run_round(struct tf_engine *e)
 			continue;
 		}
 		gen += w->ntokens;
-		if (job_deliver(e, j, w->tokens, w->ntokens))
+		if (job_deliver(e, j, w->tokens, w->lp, w->ntokens))
 			w->lane = NULL;
 	}
 	/* Drop the lanes that ended (their jobs are finished). */
@@ -476,6 +505,8 @@ static void *engine_main(void *arg)
 		}
 		idle = !run_round(e);
 		count_lanes(e);
+		if (!idle)
+			cache_stats(e);
 	}
 	return NULL;
 }
@@ -491,6 +522,7 @@ tf_status tf_engine_new(const struct tf_engine_backend *be, const struct tf_plan
 	e->pl = *pl;
 	pthread_mutex_init(&e->mu, NULL);
 	cond_init_mono(&e->cv);
+	cache_stats(e);
 	pthread_attr_t a;
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, 16u << 20);
@@ -563,6 +595,14 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
 	j->params = *p;
 	if (j->params.max_tokens == 0)
 		j->params.max_tokens = 1;
+	if (j->params.top_logprobs > TF_ENGINE_TOP_MAX)
+		j->params.top_logprobs = TF_ENGINE_TOP_MAX;
+	if (j->params.logprobs &&
+	    !(j->lpbuf = tf_calloc(TF_ENGINE_ROW_MAX, sizeof(*j->lpbuf)))) {
+		free(j->prompt);
+		free(j);
+		return tf_err(TF_ERR_NOMEM, "engine: out of memory");
+	}
 	j->lane.prompt = j->prompt;
 	j->lane.nprompt = (uint32_t)n;
 	j->lane.last = -1;
@@ -614,6 +654,19 @@ size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int
 		memcpy(buf, j->toks + j->nread, n * sizeof(*buf));
 	j->nread += n;
 	*done = j->end != TF_ENGINE_RUNNING && j->nread == j->ntoks;
+	pthread_mutex_unlock(&j->mu);
+	return n;
+}
+
+size_t tf_engine_job_logprobs(struct tf_engine_job *j, size_t from, struct tf_engine_logprob *out,
+			      size_t n)
+{
+	pthread_mutex_lock(&j->mu);
+	size_t have = from < j->ntoks ? j->ntoks - from : 0;
+	if (n > have)
+		n = have;
+	for (size_t i = 0; i < n; i++)
+		out[i] = j->lps ? j->lps[from + i] : (struct tf_engine_logprob){0};
 	pthread_mutex_unlock(&j->mu);
 	return n;
 }

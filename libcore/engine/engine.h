@@ -23,6 +23,8 @@
 /* The most tokens one decode row may deliver in a round (a drafted row
  * delivers its accepted drafts and the bonus token). */
 #define TF_ENGINE_ROW_MAX 8
+/* The most top alternatives a token's log-probabilities carry. */
+#define TF_ENGINE_TOP_MAX 20
 
 /* What a request asks of the engine. */
 struct tf_engine_params {
@@ -33,6 +35,18 @@ struct tf_engine_params {
 	float temperature;   /* <= 0: greedy */
 	float top_p, min_p;
 	int32_t top_k;       /* 0: all */
+	bool logprobs;       /* deliver each token's log-probability */
+	uint8_t top_logprobs;/* and this many most likely tokens (<= TF_ENGINE_TOP_MAX) */
+};
+
+/* A delivered token's log-probability under the row's own softmax (no
+ * temperature or cuts), and the most likely tokens of that row in order
+ * (ties to the lower id). */
+struct tf_engine_logprob {
+	float logprob;
+	uint8_t ntop;
+	int32_t top_ids[TF_ENGINE_TOP_MAX];
+	float top_lp[TF_ENGINE_TOP_MAX];
 };
 
 /* One running request as the backend and the planner see it. Fields are
@@ -60,6 +74,8 @@ struct tf_engine_piece {
 	tf_status st;    /* set by the backend: a failure fails this request alone */
 	uint32_t ntokens;
 	int32_t tokens[TF_ENGINE_ROW_MAX];
+	struct tf_engine_logprob *lp; /* when the lane asks for logprobs (else NULL):
+				       * the backend fills lp[i] for tokens[i] */
 };
 
 /* A decode row: the lane's last token goes in, 0..TF_ENGINE_ROW_MAX tokens
@@ -69,6 +85,7 @@ struct tf_engine_row {
 	tf_status st;
 	uint32_t ntokens;
 	int32_t tokens[TF_ENGINE_ROW_MAX];
+	struct tf_engine_logprob *lp; /* as in a piece */
 };
 
 /* One round: pieces and rows share a forward (chunked prefill). */
@@ -78,6 +95,16 @@ struct tf_engine_round {
 	size_t npieces;
 	struct tf_engine_row *rows;
 	size_t nrows;
+};
+
+/* A backend's prompt (prefix) cache counters. */
+struct tf_engine_cache_stats {
+	bool on;             /* the backend has a prompt cache */
+	uint64_t lookups;    /* prompts looked up */
+	uint64_t hits;       /* of which resumed a cached prefix */
+	uint64_t hit_tokens; /* prompt tokens resumed */
+	uint64_t saves, evictions;
+	uint32_t entries;    /* prefixes held now */
 };
 
 /* A backend. Every call comes from the engine thread. */
@@ -96,6 +123,8 @@ struct tf_engine_backend {
 	/* The stream is over (finished, cancelled or failed): free lane->state. */
 	void (*end)(void *ctx, struct tf_lane *lane);
 	void (*free)(void *ctx);
+	/* Optional: the backend's prompt cache counters (called after rounds). */
+	void (*cache_stats)(void *ctx, struct tf_engine_cache_stats *out);
 };
 
 struct tf_planner;
@@ -128,6 +157,7 @@ struct tf_engine_stats {
 	uint32_t running, filling, waiting;
 	double forward_s;
 	bool halted;
+	struct tf_engine_cache_stats cache;
 };
 
 struct tf_engine;
@@ -161,6 +191,12 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
  * count copied. One reader per job. */
 size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int wait_ms,
 			  bool *done);
+
+/* Copy the log-probabilities of delivered tokens [from, from + n) into
+ * out (a job submitted with params.logprobs; others read zeros). Returns
+ * the count copied (fewer when fewer were delivered). Thread safe. */
+size_t tf_engine_job_logprobs(struct tf_engine_job *j, size_t from, struct tf_engine_logprob *out,
+			      size_t n);
 
 /* Call fn(ctx) from the engine thread after each round that delivered
  * tokens to j and when j ends (end_only: only when it ends). If j has

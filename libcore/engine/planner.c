@@ -67,6 +67,11 @@ static size_t plan(void *ctx, struct tf_lane *const *filling, size_t n, size_t n
 		if (share < p->c.min_piece)
 			share = p->c.min_piece < budget ? p->c.min_piece : budget;
 		uint32_t take = left < share ? left : share;
+		if (p->c.align) {
+			uint32_t edge = (l->filled / p->c.align + 1) * p->c.align;
+			if (l->filled + take > edge)
+				take = edge - l->filled;
+		}
 		if (take == 0)
 			continue;
 		pieces[np].lane = l;

@@ -11,7 +11,8 @@
  *   - foreground before background (the engine's queue order; the planner
  *     also serves foreground prompts first within a round);
  *   - admission: refuse a prompt longer than the context, wait while every
- *     lane is taken.
+ *     lane is taken;
+ *   - optionally, pieces cut at multiples of `align` prompt tokens.
  *
  * Every call comes from the engine thread. */
 #ifndef TF_ENGINE_PLANNER_H
@@ -53,6 +54,11 @@ struct tf_planner_config {
 	uint32_t max_lanes;    /* running requests at once (default 64) */
 	uint32_t min_piece;    /* prompt tokens a round at least (default 32) */
 	uint32_t context;      /* longest prompt + completion (0: no limit) */
+	uint32_t align;        /* pieces never cross a multiple of align prompt
+				* tokens (0: no such cut). With the prefix
+				* cache's block here, a prompt resumed at a
+				* block runs the same pieces as a fresh one,
+				* so it gives the same tokens. */
 };
 
 /* The default policy; zero fields take the defaults above. */

@@ -173,6 +173,18 @@ static uint32_t next_tokens(struct stream *st, double t, int32_t *out)
 	return 1;
 }
 
+/* The stub's tokens are certain: log-probability 0, the token its own
+ * only alternative. */
+static void certain(const struct tf_lane *lane, const int32_t *tokens, uint32_t n,
+		    struct tf_engine_logprob *lp)
+{
+	for (uint32_t i = 0; lp && i < n; i++) {
+		lp[i] = (struct tf_engine_logprob){.logprob = 0,
+						   .ntop = lane->params->top_logprobs ? 1 : 0};
+		lp[i].top_ids[0] = tokens[i];
+	}
+}
+
 static tf_status stub_forward(void *ctx, struct tf_engine_round *r)
 {
 	struct stub *s = ctx;
@@ -191,9 +203,13 @@ static tf_status stub_forward(void *ctx, struct tf_engine_round *r)
 			continue;
 		}
 		p->ntokens = next_tokens(st, t, p->tokens);
+		certain(p->lane, p->tokens, p->ntokens, p->lp);
 	}
-	for (size_t i = 0; i < r->nrows; i++)
-		r->rows[i].ntokens = next_tokens(r->rows[i].lane->state, t, r->rows[i].tokens);
+	for (size_t i = 0; i < r->nrows; i++) {
+		struct tf_engine_row *w = &r->rows[i];
+		w->ntokens = next_tokens(w->lane->state, t, w->tokens);
+		certain(w->lane, w->tokens, w->ntokens, w->lp);
+	}
 	return TF_OK;
 }
 
@@ -225,6 +241,6 @@ tf_status tf_stub_new(const struct tf_stub_config *c, struct tf_engine_backend *
 	if (s->c.wait_ms <= 0)
 		s->c.wait_ms = 800;
 	*out = (struct tf_engine_backend){"stub", s, c->text.eos, stub_begin, stub_forward,
-					  stub_end, stub_free};
+					  stub_end, stub_free, NULL};
 	return TF_OK;
 }

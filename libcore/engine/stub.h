@@ -20,7 +20,10 @@
  * ends with "<think>", as a thinking-mode prompt does.
  *
  * Timing: a round with decode rows takes token_ms; prompt pieces add
- * piece_us per prompt token. */
+ * piece_us per prompt token.
+ *
+ * Log-probabilities: every token is certain (log-probability 0) and its own
+ * only alternative. */
 #ifndef TF_ENGINE_STUB_H
 #define TF_ENGINE_STUB_H
 

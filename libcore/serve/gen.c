@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/digest.h"
 #include "base/hmap.h"
+#include "serve/logprobs.h"
 #include "serve/metrics.h"
 
 struct call {
@@ -49,6 +50,13 @@ struct tf_gen {
 	uint32_t events;
 	double itl_sum, itl_max;
 	uint32_t itl_n[TF_METRICS_NB + 1];
+	/* Log-probabilities (OpenAI routes, when asked): entries not yet
+	 * written; a stream sends them with its next chunk, a whole reply all
+	 * at the end. */
+	bool lp;
+	struct tf_lpout lpo;
+	size_t lp_read;               /* tokens whose logprobs were taken */
+	struct tf_engine_logprob *lpv;/* scratch for one read */
 };
 
 static double now_s(void)
@@ -91,9 +99,11 @@ static const char *anthropic_type(int status)
 	return "api_error";
 }
 
+/* Reals with 9 significant digits: every float (logprobs) round-trips,
+ * without the noise of its nearest double. */
 static char *dump(json_t *v)
 {
-	char *s = json_dumps(v, JSON_COMPACT);
+	char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(v);
 	return s;
 }
@@ -172,6 +182,25 @@ static void note_event(struct tf_gen *g)
 	g->t_last_event = t;
 }
 
+/* The pending log-probabilities as a choice's value (null when not asked). */
+static void lp_flush(struct tf_gen *g, struct tf_buf *o)
+{
+	if (g->lp)
+		tf_lpout_flush(&g->lpo, o);
+	else
+		tf_buf_puts(o, "null");
+}
+
+/* The pending entries as a JSON value (for the frames built with jansson). */
+static json_t *lp_json(struct tf_gen *g)
+{
+	struct tf_buf b = TF_BUF_INIT;
+	lp_flush(g, &b);
+	json_t *v = json_loadb(b.data ? b.data : "null", b.len ? b.len : 4, 0, NULL);
+	tf_buf_release(&b);
+	return v ? v : json_null();
+}
+
 /* Anthropic content blocks. */
 static void block_close(struct tf_gen *g)
 {
@@ -240,16 +269,23 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 			tf_buf_puts(g->out, ",\"reasoning\":");
 			tf_json_quote(g->out, d->text, d->len);
 		}
-		tf_buf_puts(g->out, g->req.api == TF_API_COMPLETIONS ? ",\"finish_reason\":null}]}\n\n"
-			    : "},\"finish_reason\":null}]}\n\n");
+		if (g->req.api != TF_API_COMPLETIONS)
+			tf_buf_puts(g->out, "}");
+		if (g->lp) {
+			tf_buf_puts(g->out, ",\"logprobs\":");
+			lp_flush(g, g->out);
+		}
+		tf_buf_puts(g->out, ",\"finish_reason\":null}]}\n\n");
 		g->t_last_write = now_s();
 		note_event(g);
 		return;
 	}
 	json_t *delta;
 	if (g->req.api == TF_API_COMPLETIONS) {
-		sse_data(g, chunk(g, json_pack("{s:i,s:s,s:n}", "index", 0, "text", text,
-					       "finish_reason")));
+		json_t *choice = json_pack("{s:i,s:s,s:n}", "index", 0, "text", text, "finish_reason");
+		if (g->lp)
+			json_object_set_new(choice, "logprobs", lp_json(g));
+		sse_data(g, chunk(g, choice));
 		note_event(g);
 		return;
 	}
@@ -270,7 +306,10 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 				  "arguments", text);
 		break;
 	}
-	sse_data(g, chunk(g, json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "finish_reason")));
+	json_t *choice = json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "finish_reason");
+	if (g->lp)
+		json_object_set_new(choice, "logprobs", lp_json(g));
+	sse_data(g, chunk(g, choice));
 	note_event(g);
 }
 
@@ -378,9 +417,16 @@ static tf_status text_in(struct tf_gen *g, const char *text, size_t n, bool fina
 static tf_status tokens_in(struct tf_gen *g, const int32_t *t, size_t n)
 {
 	const struct tf_family *f = g->env->family;
+	size_t nlp = 0;
+	if (g->lp && n) {
+		nlp = tf_engine_job_logprobs(g->job, g->lp_read, g->lpv, n);
+		g->lp_read += n;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (g->stop_hit)
 			return TF_OK;
+		if (i < nlp)
+			tf_lpout_add(&g->lpo, t[i], &g->lpv[i]);
 		tf_status rc = f->decode(f->ctx, &t[i], 1, &g->raw);
 		if (rc)
 			return rc;
@@ -472,6 +518,8 @@ static void stream_close(struct tf_gen *g)
 		json_t *choice = g->req.api == TF_API_CHAT
 			? json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason", fr)
 			: json_pack("{s:i,s:s,s:s}", "index", 0, "text", "", "finish_reason", fr);
+		if (g->lp)
+			json_object_set_new(choice, "logprobs", lp_json(g));
 		json_t *c = chunk(g, choice);
 		json_object_set_new(c, "tf", extras_json(g));
 		sse_data(g, c);
@@ -771,6 +819,8 @@ static struct tf_engine_params engine_params(const struct tf_gen *g, const int32
 		.min_p = (float)(q->has_min_p ? q->min_p : env->min_p),
 		.top_k = q->has_top_k ? (int32_t)q->top_k : env->top_k,
 		.seed = q->has_seed ? q->seed : default_seed(ids, n, env->seed_salt),
+		.logprobs = q->logprobs && q->api != TF_API_MESSAGES,
+		.top_logprobs = (uint8_t)q->top_logprobs,
 	};
 }
 
@@ -810,6 +860,13 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	if ((rc = completion_limit(g, n, err)))
 		goto fail;
 	struct tf_engine_params p = engine_params(g, ids, n);
+	g->lp = p.logprobs;
+	tf_lpout_init(&g->lpo, g->req.api == TF_API_CHAT, f, p.top_logprobs);
+	if (g->lp && !(g->lpv = tf_alloc_array(256, sizeof(*g->lpv)))) {
+		rc = TF_ERR_NOMEM;
+		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "out of memory");
+		goto fail;
+	}
 	if (g->req.api != TF_API_COMPLETIONS &&
 	    (rc = f->reader_new(f->ctx, g->thinking, g->req.tools, &g->reader))) {
 		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
@@ -961,6 +1018,9 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r)
 			      g->content.len, "finish_reason", fr, "usage", usage_json(g), "tf",
 			      extras_json(g));
 	}
+	if (g->lp) /* the choice's log-probabilities, only when asked (as the reference) */
+		json_object_set_new(json_array_get(json_object_get(v, "choices"), 0), "logprobs",
+				    lp_json(g));
 	char *s = dump(v);
 	if (!s) {
 		tf_reply_error(r, g->anthropic, 500, "server_error", NULL, NULL, "out of memory");
@@ -1026,6 +1086,8 @@ void tf_gen_free(struct tf_gen *g)
 	tf_buf_release(&g->held);
 	tf_buf_release(&g->reasoning);
 	tf_buf_release(&g->content);
+	free(g->lpv);
+	tf_lpout_release(&g->lpo);
 	for (size_t i = 0; i < g->ncalls; i++) {
 		free(g->calls[i].name);
 		tf_buf_release(&g->calls[i].args);

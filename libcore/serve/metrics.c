@@ -174,6 +174,14 @@ void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_e
 	metric(o, "tf_draining", "gauge", "1 while the server drains", tl, draining);
 	metric(o, "tf_engine_halted", "gauge", "1 once the engine was halted", tl, es->halted);
 	metric(o, "tf_uptime_seconds", "gauge", "seconds since the server started", tl, now_s() - c.t0);
+	const struct tf_engine_cache_stats *pc = &es->cache;
+	metric(o, "tf_prefix_cache_enabled", "gauge", "1 when the engine keeps a prompt (prefix) cache", tl, pc->on);
+	metric(o, "tf_prefix_cache_lookups_total", "counter", "prompts looked up in the prefix cache", tl, (double)pc->lookups);
+	metric(o, "tf_prefix_cache_hits_total", "counter", "prompts that resumed a cached prefix", tl, (double)pc->hits);
+	metric(o, "tf_prefix_cache_hit_tokens_total", "counter", "prompt tokens resumed from the prefix cache", tl, (double)pc->hit_tokens);
+	metric(o, "tf_prefix_cache_saves_total", "counter", "prompt prefixes saved", tl, (double)pc->saves);
+	metric(o, "tf_prefix_cache_evictions_total", "counter", "saved prefixes evicted (least recently used first)", tl, (double)pc->evictions);
+	metric(o, "tf_prefix_cache_entries", "gauge", "prompt prefixes held now", tl, pc->entries);
 	histogram(o, "tf_time_to_first_token_seconds", "submission to the first token", tl, &c.ttft);
 	histogram(o, "tf_e2e_request_latency_seconds", "request start to its last token", tl, &c.e2e);
 	histogram(o, "tf_time_per_output_token_seconds", "decode time per token after the first", tl, &c.tpot);

@@ -143,6 +143,12 @@ static tf_status parse_chat(struct tf_req *r)
 	int64_t n = 1;
 	if ((rc = integer(r, "n", 1, 1, NULL, &n)))
 		return BAD(r, "n", "n must be 1");
+	bool has_top = false;
+	if ((rc = boolean(r, "logprobs", &r->logprobs)) ||
+	    (rc = integer(r, "top_logprobs", 0, TF_REQ_MAX_LOGPROBS, &has_top, &r->top_logprobs)))
+		return rc;
+	if (has_top && !r->logprobs)
+		return BAD(r, "top_logprobs", "top_logprobs needs logprobs set to true");
 	const json_t *so = json_object_get(r->body, "stream_options");
 	if (so && !json_is_null(so)) {
 		if (!json_is_object(so))
@@ -173,6 +179,8 @@ static tf_status parse_completion(struct tf_req *r, uint32_t vocab)
 	int64_t n = 1;
 	if ((rc = integer(r, "n", 1, 1, NULL, &n)))
 		return BAD(r, "n", "n must be 1");
+	if ((rc = integer(r, "logprobs", 0, TF_REQ_MAX_LOGPROBS, &r->logprobs, &r->top_logprobs)))
+		return rc;
 	const json_t *so = json_object_get(r->body, "stream_options");
 	if (json_is_object(so))
 		r->include_usage = json_is_true(json_object_get(so, "include_usage"));

@@ -25,6 +25,7 @@ enum tf_api {
 };
 
 #define TF_REQ_MAX_STOP 16
+#define TF_REQ_MAX_LOGPROBS 20 /* top alternatives a token may carry */
 
 struct tf_req {
 	enum tf_api api;
@@ -43,6 +44,8 @@ struct tf_req {
 	uint64_t seed;
 	const char *stop[TF_REQ_MAX_STOP]; /* borrowed from body */
 	size_t nstop;
+	bool logprobs;          /* chat logprobs: true, or completions logprobs: N */
+	int64_t top_logprobs;   /* alternatives per token, 0..TF_REQ_MAX_LOGPROBS */
 	const json_t *tools;    /* offered tools in OpenAI shape (borrowed from chat) or NULL */
 	const char *param;      /* on a failure: the parameter at fault, or NULL */
 };

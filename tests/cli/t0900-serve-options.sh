@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tf-serve: --help, --version, misuse (64), a missing pack (66), the cpu
-# a pack the cpu engine refuses (65), --check.
+# a pack the cpu engine refuses (65), --check, logprobs and the prompt cache
+# option through --once.
 . "$TF_TESTS/lib.sh"
 
 run tf-serve --help
@@ -64,6 +65,26 @@ cp out first.json
 run tf-serve --once -j 2 tiny <req.json
 node -e 'const f=require("fs"), a=JSON.parse(f.readFileSync("first.json")), b=JSON.parse(f.readFileSync("out"));
 const pick=j=>JSON.stringify(j.choices[0].message); if (pick(a)!==pick(b)) process.exit(1)' || fail "greedy replies differ between thread counts"
+
+# logprobs through --once, with the prompt cache off and on (same numbers)
+echo '{"prompt":"hello there","max_tokens":4,"temperature":0,"logprobs":2}' >lp.json
+run tf-serve --once -j 1 --path /v1/completions --prefix-cache 0 tiny <lp.json
+expect_rc 0
+expect_json 'j.choices[0].logprobs.tokens.length === 4 && j.choices[0].logprobs.token_logprobs.every(v => v <= 0)'
+cp out lp0.json
+TF_PREFIX_CACHE=2 run tf-serve --once -j 1 --path /v1/completions tiny <lp.json
+expect_rc 0
+node -e 'const f=require("fs"), a=JSON.parse(f.readFileSync("lp0.json")), b=JSON.parse(f.readFileSync("out"));
+if (JSON.stringify(a.choices[0].logprobs)!==JSON.stringify(b.choices[0].logprobs)) process.exit(1)' || fail "logprobs differ with the prompt cache"
+echo '{"prompt":"x","logprobs":21}' >lp.json
+run tf-serve --once -j 1 --path /v1/completions tiny <lp.json
+expect_rc 65
+expect_out 'logprobs must be between 0 and 20'
+run tf-serve --engine stub --check --prefix-cache -1
+expect_rc 64
+TF_PREFIX_CACHE=many run tf-serve --engine stub --check
+expect_rc 78
+expect_err 'TF_PREFIX_CACHE'
 
 run tf-serve --engine stub --check
 expect_rc 0

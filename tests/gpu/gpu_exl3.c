@@ -1,5 +1,6 @@
 /* gpu_exl3.c: the EXL3 kernels against the CPU codec (tf_exl3_matmul) on
- * random layers. The fused GEMV (kernels/exl3_gemv.cu): every bit width
+ * random layers. The fused GEMV (kernels/exl3_gemv.cu, and for one row
+ * kernels/exl3_gemv1.cu): every bit width
  * 1..8, the three codebooks, 1..16 rows, f32 and bf16 outputs, one slice
  * and many. The prefill path (kernels/exl3_gemm.cu + cuBLAS): the decoded
  * Ŵᵀ bit-exact with tf_exl3_decode, and 17..300 rows. The ragged experts
@@ -414,6 +415,24 @@ int main(void)
 				cases += 3;
 			}
 		}
+	/* One row on the opt-in v5 kernel (a cluster of 8 blocks per 128
+	 * columns) as a dependent launch: every width and codebook, with idle
+	 * ranks (K = 2304: 144 tile rows over 8 × 24), and several rounds a
+	 * thread (K = 8192, 16384). */
+	tf_cu_exl3_options(1, 1);
+	for (uint32_t bits = 1; bits <= 8; bits++)
+		for (int cb = 0; cb < 3; cb++) {
+			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
+				continue;
+			one(&dev, &ws, 2304, 384, bits, cb, 1, (bits + (uint32_t)cb) % 2 == 1, 0, seed++);
+			one(&dev, &ws, 8192, 256, bits, cb, 1, false, 0, seed++);
+			cases += 2;
+			if (bits % 4 == 0) {
+				one(&dev, &ws, 16384, 128, bits, cb, 1, false, 0, seed++);
+				cases++;
+			}
+		}
+	tf_cu_exl3_options(-1, -1);
 	/* Release shapes of DeepSeek-V4.1 at the common widths. */
 	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {4096, 1024}, {1280, 8192}};
 	for (size_t s = 0; s < (quick ? 0u : 4u); s++)

@@ -3,6 +3,7 @@
  * library) loaded through TF_CUDA_LIBRARY; the pinned enum values, checked
  * against cuda.h where one is installed. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,7 @@ START_TEST(attr_table_matches_cuda_h)
 		{"CU_MEM_LOCATION_TYPE_DEVICE", TF_CU_MEM_LOCATION_TYPE_DEVICE},
 		{"CU_MEM_ALLOC_GRANULARITY_RECOMMENDED", TF_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED},
 		{"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES},
+		{"CU_FUNC_ATTRIBUTE_NUM_REGS", TF_CU_FUNC_ATTRIBUTE_NUM_REGS},
 	};
 	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
 		ck_assert_msg(cuda_h_value(text, more[i].name) == more[i].value, "%s: ours %d, cuda.h %d",
@@ -268,6 +270,12 @@ START_TEST(attr_table_matches_cuda_h)
 	/* The struct layouts we declare: CUmemAllocationProp is 32 bytes. */
 	ck_assert_uint_eq(sizeof(struct tf_cu_mem_prop), 32);
 	ck_assert_uint_eq(sizeof(struct tf_cu_mem_access), 12);
+	/* CUlaunchAttribute is 72 bytes; CUlaunchConfig puts the stream at 32. */
+	ck_assert_uint_eq(sizeof(struct tf_cu_launch_attr), 72);
+	ck_assert_uint_eq(offsetof(struct tf_cu_launch_config, s), 32);
+	ck_assert_uint_eq(offsetof(struct tf_cu_launch_config, nattrs), 48);
+	ck_assert_int_eq(cuda_h_value(text, "CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION"),
+	                 TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION);
 }
 END_TEST
 
@@ -370,6 +378,32 @@ START_TEST(exl3_plan)
 }
 END_TEST
 
+/* The one-row plan: threads a multiple of 64 up to 512, rounds that
+ * cover K's tile rows, u's shared memory, the DSv4.1 picks. */
+START_TEST(exl3_plan1)
+{
+	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {5120, 1280}, {1280, 32768},
+	                                     {4096, 1024}, {8192, 5120}, {5120, 129280}, {128, 128},
+	                                     {65536, 256}};
+	static const unsigned want[] = {320, 192, 320, 128, 256, 256, 0, 64, 512};
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct tf_exl3_geom g = {shapes[i][0], shapes[i][1], 4, TF_EXL3_CB_MUL1};
+		struct tf_cu_exl3_plan1 p;
+		tf_cu_exl3_plan1(&g, 132, 80, &p);
+		unsigned kt = g.k / 16;
+		ck_assert_uint_eq(p.grid_x, g.n / 128);
+		ck_assert_uint_eq(p.threads % 64, 0);
+		ck_assert_uint_le(p.threads, 512);
+		ck_assert_uint_ge(p.rounds * p.threads, kt);
+		ck_assert_uint_lt((p.rounds - 1) * p.threads, kt);
+		ck_assert_uint_eq(p.shmem, p.rounds * p.threads * 4 + 32 * p.threads * g.bits);
+		if (want[i])
+			ck_assert_msg(p.threads == want[i], "%ux%u: %u threads, want %u", g.k, g.n, p.threads,
+			              want[i]);
+	}
+}
+END_TEST
+
 /* The launcher's checks, on the fake driver (whose launch does nothing). */
 START_TEST(exl3_gemv_args)
 {
@@ -383,7 +417,7 @@ START_TEST(exl3_gemv_args)
 	ck_assert_int_eq(st, TF_ERR_ARG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "17 rows"));
 	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 0, 1, false, &ws, 4, 4, NULL), TF_ERR_ARG);
-	st = tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, NULL); /* 256 > 128 columns */
+	st = tf_cu_exl3_gemv(&L, 1, 2, 1, false, &ws, 4, 4, NULL); /* 256 > 128 columns */
 	ck_assert_int_eq(st, TF_ERR_ARG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "workspace"));
 	L.g.k = 500;
@@ -393,8 +427,20 @@ START_TEST(exl3_gemv_args)
 	L.g.k = 512;
 #if TF_CUDA
 	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_OK);
+	/* One row on v5 needs no workspace (it reduces in a cluster), with and
+	 * without the dependent launch (the fake has no cuLaunchKernelEx). */
+	tf_cu_exl3_options(1, 1);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_OK);
+	tf_cu_exl3_options(1, 0);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_OK);
+	tf_cu_exl3_options(0, 0);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_ERR_ARG);
+	tf_cu_exl3_options(-1, -1);
 #else
 	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_ERR_UNAVAILABLE);
+	tf_cu_exl3_options(1, 0);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_ERR_UNAVAILABLE);
+	tf_cu_exl3_options(-1, -1);
 #endif
 	tf_cu_exl3_ws_release(&ws);
 	cleanup();
@@ -470,6 +516,7 @@ Suite *suite_cuda(void)
 	tcase_add_test(tc, plain_backend_on_fake);
 	tcase_add_test(tc, module_build);
 	tcase_add_test(tc, exl3_plan);
+	tcase_add_test(tc, exl3_plan1);
 	tcase_add_test(tc, exl3_gemv_args);
 	tcase_add_test(tc, exl3_route);
 	suite_add_tcase(s, tc);

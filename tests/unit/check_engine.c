@@ -99,7 +99,7 @@ static struct tf_engine *start(struct tf_planner_config pc, useconds_t delay)
 	pthread_mutex_init(&b.mu, NULL);
 	b.delay_us = delay;
 	tb_now = &b;
-	struct tf_engine_backend be = {"test", &b, EOS, tb_begin, tb_forward, tb_end, NULL};
+	struct tf_engine_backend be = {"test", &b, EOS, tb_begin, tb_forward, tb_end, NULL, NULL};
 	struct tf_planner pl;
 	ck_assert_int_eq(tf_planner_default(&pc, &pl), TF_OK);
 	struct tf_engine *e;
@@ -177,19 +177,30 @@ START_TEST(chunked_prefill_shares_rounds)
 {
 	struct tf_engine *e = start((struct tf_planner_config){.round_tokens = 64, .min_piece = 16}, 200);
 	int32_t *a = prompt_of(8, 0, 0, 1), *b = prompt_of(2000, 0, 0, 2);
-	struct tf_engine_params qa = params(100, 1), qb = params(3, 1);
+	struct tf_engine_params qa = params(1000000, 1), qb = params(3, 1);
 	struct tf_engine_job *ja, *jb;
 	ck_assert_int_eq(tf_engine_submit(e, a, 8, &qa, &ja), TF_OK);
-	usleep(20000); /* a is decoding when b arrives */
-	ck_assert_int_eq(tf_engine_submit(e, b, 2000, &qb, &jb), TF_OK);
+	/* a is decoding (its first token is out) when b arrives, and goes on
+	 * until cancelled after b ends, however slow the machine. */
 	int32_t out[128];
+	bool done = false;
+	size_t got = 0;
+	while (!got && !done)
+		got = tf_engine_job_read(ja, out, 1, 1000, &done);
+	ck_assert(!done);
+	ck_assert_int_eq(tf_engine_submit(e, b, 2000, &qb, &jb), TF_OK);
 	ck_assert_uint_eq(drain(jb, out, 128), 3);
-	ck_assert_uint_eq(drain(ja, out, 128), 100);
+	tf_engine_job_cancel(ja);
+	drain(ja, out, 128);
 	struct tf_engine_result r;
 	tf_engine_job_result(jb, &r);
-	/* 2000 prompt tokens at <= 64 a round: many rounds, shared with a's rows. */
+	/* 2000 prompt tokens at <= 64 a round: many rounds, every one shared
+	 * with a's decode row. */
 	ck_assert_uint_ge(r.rounds, 2000 / 64);
-	ck_assert_int_ge(tb_now->mixed_rounds, 20);
+	pthread_mutex_lock(&tb_now->mu);
+	ck_assert_int_ge(tb_now->piece_rounds, 2000 / 64);
+	ck_assert_int_eq(tb_now->mixed_rounds, tb_now->piece_rounds - 1);
+	pthread_mutex_unlock(&tb_now->mu);
 	tf_engine_job_free(ja);
 	tf_engine_job_free(jb);
 	free(a);
@@ -505,6 +516,35 @@ START_TEST(planner_default_policy)
 }
 END_TEST
 
+/* With align, a piece stops at the next multiple of it, so a prompt runs in
+ * the same pieces from any multiple on. */
+START_TEST(planner_aligned_pieces)
+{
+	struct tf_planner pl;
+	struct tf_planner_config c = {.round_tokens = 2048, .align = 256};
+	ck_assert_int_eq(tf_planner_default(&c, &pl), TF_OK);
+	struct tf_engine_params fg = params(10, 1);
+	int32_t ids[8] = {0};
+	struct tf_lane a = {.id = 1, .prompt = ids, .nprompt = 1000, .params = &fg};
+	struct tf_lane *one[] = {&a};
+	struct tf_engine_piece pc[1];
+	uint32_t ends[] = {256, 512, 768, 1000}, at = 0;
+	for (int k = 0; k < 4; k++) {
+		ck_assert_uint_eq(pl.plan(pl.ctx, one, 1, 0, pc, 1), 1);
+		ck_assert_uint_eq(pc[0].start, at);
+		ck_assert_uint_eq(pc[0].end, ends[k]);
+		a.filled = at = pc[0].end;
+	}
+	a.filled = 100; /* from anywhere: up to the next multiple */
+	ck_assert_uint_eq(pl.plan(pl.ctx, one, 1, 0, pc, 1), 1);
+	ck_assert_uint_eq(pc[0].end, 256);
+	a.filled = 250; /* a small share still stops there */
+	ck_assert_uint_eq(pl.plan(pl.ctx, one, 1, 2040, pc, 1), 1);
+	ck_assert_uint_eq(pc[0].end, 256);
+	pl.free(pl.ctx);
+}
+END_TEST
+
 Suite *suite_engine(void)
 {
 	Suite *s = suite_create("engine");
@@ -518,6 +558,7 @@ Suite *suite_engine(void)
 	tcase_add_test(tc, concurrent_equals_solo);
 	tcase_add_test(tc, stub_markers);
 	tcase_add_test(tc, planner_default_policy);
+	tcase_add_test(tc, planner_aligned_pieces);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,6 +12,7 @@
 #include "engine/stub.h"
 #include "serve/family.h"
 #include "serve/gen.h"
+#include "serve/logprobs.h"
 #include "serve/request.h"
 
 static tf_status parse(enum tf_api api, const char *body, struct tf_req *r)
@@ -44,6 +45,16 @@ START_TEST(request_refusals)
 		{TF_API_COMPLETIONS, "{\"prompt\":[1,258]}", "token id 258 is outside the vocabulary (0 to 257)",
 		 "prompt"},
 		{TF_API_COMPLETIONS, "{\"prompt\":5}", "prompt must be a string or a non-empty list", NULL},
+		{TF_API_CHAT, "{\"messages\":[{\"role\":\"user\"}],\"logprobs\":1}",
+		 "logprobs must be true, false or null", NULL},
+		{TF_API_CHAT, "{\"messages\":[{\"role\":\"user\"}],\"logprobs\":true,\"top_logprobs\":21}",
+		 "top_logprobs must be between 0 and 20", NULL},
+		{TF_API_CHAT, "{\"messages\":[{\"role\":\"user\"}],\"top_logprobs\":2}",
+		 "top_logprobs needs logprobs set to true", NULL},
+		{TF_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":-1}", "logprobs must be between 0 and 20",
+		 NULL},
+		{TF_API_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":true}",
+		 "logprobs must be an integer or null", NULL},
 		{TF_API_MESSAGES, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
 		 "max_tokens: Field required", NULL},
 		{TF_API_MESSAGES, "{\"max_tokens\":5,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
@@ -166,6 +177,57 @@ START_TEST(utf8_and_quote_match_jansson)
 }
 END_TEST
 
+
+/* The OpenAI log-probability shapes, byte for byte, over the plain family
+ * (ids 0-255 are bytes): a byte cut from its character shows as U+FFFD with
+ * its exact bytes, alternatives of a completion that share a text keep the
+ * first, text_offset counts characters and goes on across flushes. */
+START_TEST(logprob_shapes)
+{
+	struct tf_family f;
+	ck_assert_int_eq(tf_family_plain(&f), TF_OK);
+	struct tf_engine_logprob h = {.logprob = -0.5f, .ntop = 3, .top_ids = {'h', 'i', 195},
+				      .top_lp = {-0.5f, -1.25f, -3.0f}};
+	struct tf_engine_logprob c3 = {.logprob = -2.0f, .ntop = 3, .top_ids = {195, 196, 'a'},
+				       .top_lp = {-0.25f, -0.75f, -1.0f}};
+	struct tf_buf out = TF_BUF_INIT;
+	struct tf_lpout o;
+	tf_lpout_init(&o, true, &f, 2);
+	tf_lpout_add(&o, 'h', &h);
+	tf_lpout_add(&o, 195, &c3);
+	tf_lpout_flush(&o, &out);
+	ck_assert_str_eq(out.data,
+			 "{\"content\":[{\"token\":\"h\",\"logprob\":-0.5,\"bytes\":[104],\"top_logprobs\":["
+			 "{\"token\":\"h\",\"logprob\":-0.5,\"bytes\":[104]},"
+			 "{\"token\":\"i\",\"logprob\":-1.25,\"bytes\":[105]}]},"
+			 "{\"token\":\"\xef\xbf\xbd\",\"logprob\":-2,\"bytes\":[195],\"top_logprobs\":["
+			 "{\"token\":\"\xef\xbf\xbd\",\"logprob\":-0.25,\"bytes\":[195]},"
+			 "{\"token\":\"\xef\xbf\xbd\",\"logprob\":-0.75,\"bytes\":[196]}]}],\"refusal\":null}");
+	tf_buf_reset(&out);
+	tf_lpout_flush(&o, &out); /* nothing pending */
+	ck_assert_str_eq(out.data, "{\"content\":[],\"refusal\":null}");
+	tf_lpout_release(&o);
+
+	tf_lpout_init(&o, false, &f, 3);
+	tf_lpout_add(&o, 195, &c3);
+	tf_lpout_add(&o, 'h', &h);
+	tf_buf_reset(&out);
+	tf_lpout_flush(&o, &out);
+	ck_assert_str_eq(out.data,
+			 "{\"tokens\":[\"\xef\xbf\xbd\",\"h\"],\"token_logprobs\":[-2,-0.5],"
+			 "\"top_logprobs\":[{\"\xef\xbf\xbd\":-0.25,\"a\":-1},{\"h\":-0.5,\"i\":-1.25,\"\xef\xbf\xbd\":-3}],"
+			 "\"text_offset\":[0,1]}");
+	struct tf_engine_logprob pi = {.logprob = -1e-9f, .ntop = 0};
+	tf_lpout_add(&o, 'x', &pi);
+	tf_buf_reset(&out);
+	tf_lpout_flush(&o, &out);
+	ck_assert_str_eq(out.data, "{\"tokens\":[\"x\"],\"token_logprobs\":[-9.99999972e-10],"
+				   "\"top_logprobs\":[{}],\"text_offset\":[2]}");
+	tf_lpout_release(&o);
+	tf_buf_release(&out);
+	tf_family_release(&f);
+}
+END_TEST
 
 /* Whole generations over the stub engine with the plain family. */
 static struct tf_engine *engine;
@@ -351,6 +413,7 @@ Suite *suite_serve(void)
 	tcase_add_test(tc, memo_restores_and_bounds);
 	tcase_add_test(tc, gen_stop_strings_any_position);
 	tcase_add_test(tc, gen_stream_shapes);
+	tcase_add_test(tc, logprob_shapes);
 	suite_add_tcase(s, tc);
 	return s;
 }
