@@ -52,7 +52,7 @@ static const struct tf_opt opts[] = {
 	{"headers-max", 0, TF_OPT_INT, &headers_max, "N", "TF_HEADERS_MAX", "100", "header lines per request (431 past it)", 1, 10000, NULL},
 	{"timeout", 't', TF_OPT_INT, &timeout_s, "S", "TF_HTTP_TIMEOUT_S", "120", "seconds a connection may idle or take to send its request", 1, 86400, NULL},
 	{"connections", 0, TF_OPT_INT, &connections, "N", "TF_CONNECTIONS", "2048", "open connections at once", 1, 1 << 20, NULL},
-	{"http-threads", 0, TF_OPT_INT, &http_threads, "N", "TF_HTTP_THREADS", "0", "HTTP threads (0: one per CPU, at most 4)", 0, 256, NULL},
+	{"http-threads", 0, TF_OPT_INT, &http_threads, "N", "TF_HTTP_THREADS", "0", "HTTP threads and stream writers, each (0: one per CPU, at most 4)", 0, 256, NULL},
 	{"drain", 0, TF_OPT_DOUBLE, &drain_s, "S", "TF_DRAIN_S", "20", "seconds running requests get after a stop signal", 0, 86400, NULL},
 	{"keepalive", 0, TF_OPT_DOUBLE, &keepalive_s, "S", "TF_SSE_KEEPALIVE_S", "15", "silence before a stream keepalive (0: off)", 0, 86400, NULL},
 	{"temperature", 0, TF_OPT_DOUBLE, &temperature, "T", "TF_TEMPERATURE", "1.0", "default sampling temperature (0: greedy)", 0, 100, NULL},

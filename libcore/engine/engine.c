@@ -28,6 +28,7 @@ struct tf_engine_job {
 	struct tf_engine_params params;
 	int32_t *prompt;
 	int32_t *toks;             /* delivered tokens, under mu */
+	double *made;              /* when the forward that made each one returned */
 	struct tf_engine_logprob *lps; /* their log-probabilities (params.logprobs), under mu */
 	struct tf_engine_logprob *lpbuf; /* a round's, filled by the backend (params.logprobs) */
 	size_t ntoks, cap, nread;
@@ -112,6 +113,7 @@ static void job_unref(struct tf_engine_job *j)
 	pthread_cond_destroy(&j->cv);
 	free(j->prompt);
 	free(j->toks);
+	free(j->made);
 	free(j->lps);
 	free(j->lpbuf);
 	free(j);
@@ -147,10 +149,11 @@ static void job_finish_unref(struct tf_engine_job *j, enum tf_engine_end end, tf
 	job_unref(j);
 }
 
-/* Deliver n tokens (lp: their log-probabilities, or NULL); returns true
- * when the job ended (EOS or length). */
+/* Deliver n tokens (lp: their log-probabilities, or NULL) made by the
+ * forward that returned at made; returns true when the job ended (EOS or
+ * length). */
 static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int32_t *t,
-			const struct tf_engine_logprob *lp, uint32_t n)
+			const struct tf_engine_logprob *lp, uint32_t n, double made)
 {
 	enum tf_engine_end end = TF_ENGINE_RUNNING;
 	pthread_mutex_lock(&j->mu);
@@ -162,6 +165,7 @@ static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int3
 		if (j->ntoks == j->cap) {
 			size_t cap = j->cap ? j->cap * 2 : 64;
 			if (tf_realloc_array(&j->toks, cap, sizeof(*j->toks)) ||
+			    tf_realloc_array(&j->made, cap, sizeof(*j->made)) ||
 			    (j->lpbuf && tf_realloc_array(&j->lps, cap, sizeof(*j->lps)))) {
 				snprintf(j->why, sizeof(j->why), "out of memory delivering tokens");
 				end = TF_ENGINE_FAILED;
@@ -169,13 +173,14 @@ static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int3
 			}
 			j->cap = cap;
 		}
+		j->made[j->ntoks] = made;
 		if (j->lpbuf)
 			j->lps[j->ntoks] = lp ? lp[i] : (struct tf_engine_logprob){0};
 		j->toks[j->ntoks++] = t[i];
 		j->lane.ngen++;
 		j->lane.last = t[i];
 		if (j->t_first == 0)
-			j->t_first = now_s();
+			j->t_first = made;
 		if (j->lane.ngen >= j->params.max_tokens)
 			end = TF_ENGINE_LENGTH;
 	}
@@ -342,7 +347,7 @@ static bool run_round(struct tf_engine *e)
 	struct tf_engine_round r = {++e->round, pieces, np, rows, nrows};
 	double t0 = now_s();
 	tf_status st = e->be.forward(e->be.ctx, &r);
-	double dt = now_s() - t0;
+	double made = now_s(), dt = made - t0;
 	ran = true;
 	if (st) {
 		char why[256];
@@ -369,7 +374,7 @@ static bool run_round(struct tf_engine *e)
 		if (p->end == p->lane->nprompt) {
 			j->t_prefilled = now_s();
 			gen += p->ntokens;
-			if (job_deliver(e, j, p->tokens, p->lp, p->ntokens))
+			if (job_deliver(e, j, p->tokens, p->lp, p->ntokens, made))
 				p->lane = NULL;
 		}
 	}
@@ -385,7 +390,7 @@ static bool run_round(struct tf_engine *e)
 			continue;
 		}
 		gen += w->ntokens;
-		if (job_deliver(e, j, w->tokens, w->lp, w->ntokens))
+		if (job_deliver(e, j, w->tokens, w->lp, w->ntokens, made))
 			w->lane = NULL;
 	}
 	/* Drop the lanes that ended (their jobs are finished). */
@@ -637,6 +642,12 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
 size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int wait_ms,
 			  bool *done)
 {
+	return tf_engine_job_read_timed(j, buf, NULL, cap, wait_ms, done);
+}
+
+size_t tf_engine_job_read_timed(struct tf_engine_job *j, int32_t *buf, double *made, size_t cap,
+				int wait_ms, bool *done)
+{
 	struct timespec ts;
 	if (wait_ms > 0)
 		deadline_in(&ts, wait_ms);
@@ -652,6 +663,8 @@ size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int
 		n = cap;
 	if (n)
 		memcpy(buf, j->toks + j->nread, n * sizeof(*buf));
+	if (n && made)
+		memcpy(made, j->made + j->nread, n * sizeof(*made));
 	j->nread += n;
 	*done = j->end != TF_ENGINE_RUNNING && j->nread == j->ntoks;
 	pthread_mutex_unlock(&j->mu);

@@ -192,6 +192,13 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
 size_t tf_engine_job_read(struct tf_engine_job *j, int32_t *buf, size_t cap, int wait_ms,
 			  bool *done);
 
+/* tf_engine_job_read that also gives, for each token copied, when it was
+ * made: the CLOCK_MONOTONIC seconds at which the backend's forward that
+ * produced it returned (the start of the token's delivery path, for
+ * latency measurements). made has room for cap values. */
+size_t tf_engine_job_read_timed(struct tf_engine_job *j, int32_t *buf, double *made, size_t cap,
+				int wait_ms, bool *done);
+
 /* Copy the log-probabilities of delivered tokens [from, from + n) into
  * out (a job submitted with params.logprobs; others read zeros). Returns
  * the count copied (fewer when fewer were delivered). Thread safe. */

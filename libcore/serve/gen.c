@@ -46,6 +46,8 @@ struct tf_gen {
 	struct tf_engine_result res;
 	uint32_t reasoning_tokens;
 	bool saw_answer, reader_final;
+	bool timing;                  /* stamp token-bearing frames with the token's make time */
+	double t_made;                /* when the token being turned into text was made */
 	double t_start, t_last_write, t_last_event, t_end;
 	uint32_t events;
 	double itl_sum, itl_max;
@@ -235,6 +237,8 @@ static void block_open(struct tf_gen *g, enum tf_delta_kind kind, int call)
 
 static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char *text)
 {
+	if (g->timing && g->t_made > 0) /* an SSE comment: every client skips it */
+		tf_buf_printf(g->out, ": tf-made %lld\n", (long long)(g->t_made * 1e9));
 	if (g->anthropic) {
 		if (d->kind == TF_DELTA_ARGS) {
 			block_open(g, TF_DELTA_CALL, d->index);
@@ -414,7 +418,7 @@ static tf_status text_in(struct tf_gen *g, const char *text, size_t n, bool fina
 	return rc;
 }
 
-static tf_status tokens_in(struct tf_gen *g, const int32_t *t, size_t n)
+static tf_status tokens_in(struct tf_gen *g, const int32_t *t, const double *made, size_t n)
 {
 	const struct tf_family *f = g->env->family;
 	size_t nlp = 0;
@@ -425,6 +429,7 @@ static tf_status tokens_in(struct tf_gen *g, const int32_t *t, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (g->stop_hit)
 			return TF_OK;
+		g->t_made = made[i];
 		if (i < nlp)
 			tf_lpout_add(&g->lpo, t[i], &g->lpv[i]);
 		tf_status rc = f->decode(f->ctx, &t[i], 1, &g->raw);
@@ -885,6 +890,11 @@ fail:
 	return rc;
 }
 
+void tf_gen_timing(struct tf_gen *g, bool on)
+{
+	g->timing = on;
+}
+
 bool tf_gen_streaming(const struct tf_gen *g)
 {
 	return g->stream;
@@ -905,9 +915,10 @@ tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *d
 		goto out;
 	}
 	int32_t t[256];
+	double made[256];
 	bool jdone = false;
-	size_t n = tf_engine_job_read(g->job, t, 256, wait_ms, &jdone);
-	rc = tokens_in(g, t, n);
+	size_t n = tf_engine_job_read_timed(g->job, t, made, 256, wait_ms, &jdone);
+	rc = tokens_in(g, t, made, n);
 	if (rc) {
 		tf_engine_job_cancel(g->job);
 		goto out;

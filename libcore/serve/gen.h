@@ -66,6 +66,13 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 
 bool tf_gen_streaming(const struct tf_gen *g);
 
+/* Stamp each token-bearing stream frame with an SSE comment line
+ * ": tf-made NS" before it: NS is CLOCK_MONOTONIC nanoseconds at which the
+ * engine's forward that made the frame's last token returned (the request
+ * header X-TF-Timing: 1 asks for it; tf-bench serve reads it to measure
+ * the latency the delivery path adds). Comments are ignored by SSE clients. */
+void tf_gen_timing(struct tf_gen *g, bool on);
+
 /* Wait up to wait_ms for tokens and append what is ready to out (streams:
  * SSE bytes, including the opening frame on the first call, keepalives,
  * the closing frames; whole replies: nothing). *done once finished. */

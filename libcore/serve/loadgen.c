@@ -18,6 +18,7 @@
 
 #include "base/alloc.h"
 #include "base/rng.h"
+#include "text/detok.h"
 
 struct dvec {
 	double *v;
@@ -51,6 +52,7 @@ struct lreq {
 	struct tf_buf body;     /* de-chunked body not yet framed */
 	struct tf_buf text;     /* concatenated token text (verify) */
 	double t_send, t_first, t_last, t_end;
+	double made;            /* the pending ": tf-made" stamp, seconds (0: none) */
 	uint32_t events, prompt_tokens, completion_tokens;
 	bool got_done, failed, held;
 	char why[128];
@@ -68,6 +70,15 @@ static void fail(struct lreq *q, const char *why)
 	if (!q->failed)
 		snprintf(q->why, sizeof(q->why), "%s", why);
 	q->failed = true;
+}
+
+/* A token-bearing event arrived at t. */
+static void event_at(struct lreq *q, double t)
+{
+	if (q->events == 0)
+		q->t_first = t;
+	q->t_last = t;
+	q->events++;
 }
 
 static tf_status build_request(const struct tf_loadgen_config *c, uint32_t i, struct tf_buf *out)
@@ -92,7 +103,7 @@ static tf_status build_request(const struct tf_loadgen_config *c, uint32_t i, st
 	tf_buf_reset(out);
 	tf_status rc = tf_buf_printf(out,
 				     "POST %s HTTP/1.1\r\nHost: %s:%u\r\nContent-Type: application/json\r\n"
-				     "Accept: text/event-stream\r\nContent-Length: %zu\r\n%s%s%s"
+				     "Accept: text/event-stream\r\nX-TF-Timing: 1\r\nContent-Length: %zu\r\n%s%s%s"
 				     "Connection: close\r\n\r\n%s",
 				     c->path, c->host, (unsigned)c->port, strlen(s),
 				     c->api_key ? "Authorization: Bearer " : "", c->api_key ? c->api_key : "",
@@ -101,11 +112,271 @@ static tf_status build_request(const struct tf_loadgen_config *c, uint32_t i, st
 	return rc;
 }
 
+/* The common event without building a JSON tree: a scanner that walks
+ * the text once (the load generator shares the server's cores, so its
+ * cost per event is part of what it measures). */
+struct scan {
+	const char *p, *end;
+};
+
+static void scan_ws(struct scan *s)
+{
+	while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
+static bool scan_lit(struct scan *s, char c)
+{
+	scan_ws(s);
+	if (s->p < s->end && *s->p == c) {
+		s->p++;
+		return true;
+	}
+	return false;
+}
+
+static long scan_hex4(struct scan *s)
+{
+	if (s->end - s->p < 4)
+		return -1;
+	long v = 0;
+	for (int i = 0; i < 4; i++) {
+		char c = *s->p++;
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+static void put_utf8(struct tf_buf *out, unsigned long cp)
+{
+	char b[4];
+	size_t n;
+	if (cp < 0x80) {
+		b[0] = (char)cp, n = 1;
+	} else if (cp < 0x800) {
+		b[0] = (char)(0xc0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+	} else if (cp < 0x10000) {
+		b[0] = (char)(0xe0 | cp >> 12), b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+	} else {
+		b[0] = (char)(0xf0 | cp >> 18), b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), b[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+	}
+	tf_buf_append(out, b, n);
+}
+
+/* A JSON string, unescaped into out (when set). False on anything a strict
+ * parser would refuse: control bytes, bad escapes, lone surrogates, \u0000,
+ * invalid UTF-8. */
+static bool scan_string(struct scan *s, struct tf_buf *out)
+{
+	if (!scan_lit(s, '"'))
+		return false;
+	const char *run = s->p;
+	while (s->p < s->end) {
+		unsigned char c = (unsigned char)*s->p;
+		if (c != '"' && c != '\\') {
+			if (c < 0x20)
+				return false;
+			s->p++;
+			continue;
+		}
+		if (!tf_utf8_valid(run, (size_t)(s->p - run)))
+			return false;
+		if (out)
+			tf_buf_append(out, run, (size_t)(s->p - run));
+		s->p++;
+		if (c == '"')
+			return true;
+		if (s->p == s->end)
+			return false;
+		static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+		char e = *s->p++;
+		const char *m = e ? strchr(from, e) : NULL;
+		if (m) {
+			if (out)
+				tf_buf_putc(out, to[m - from]);
+		} else if (e == 'u') {
+			long cp = scan_hex4(s);
+			if (cp >= 0xd800 && cp < 0xdc00) { /* a surrogate pair */
+				long lo = s->end - s->p >= 2 && s->p[0] == '\\' && s->p[1] == 'u'
+					? (s->p += 2, scan_hex4(s)) : -1;
+				if (lo < 0xdc00 || lo >= 0xe000)
+					return false;
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			} else if (cp <= 0 || (cp >= 0xdc00 && cp < 0xe000)) {
+				return false;
+			}
+			if (out)
+				put_utf8(out, (unsigned long)cp);
+		} else {
+			return false;
+		}
+		run = s->p;
+	}
+	return false;
+}
+
+/* An object key (no escapes) into k, and its colon. */
+static bool scan_key(struct scan *s, char *k, size_t cap)
+{
+	if (!scan_lit(s, '"'))
+		return false;
+	const char *a = s->p;
+	while (s->p < s->end && *s->p != '"' && *s->p != '\\')
+		s->p++;
+	size_t n = (size_t)(s->p - a);
+	if (s->p == s->end || *s->p != '"' || n >= cap)
+		return false;
+	memcpy(k, a, n);
+	k[n] = 0;
+	s->p++;
+	return scan_lit(s, ':');
+}
+
+/* Any value, skipped. */
+static bool scan_skip(struct scan *s, int depth)
+{
+	if (depth > 32)
+		return false;
+	scan_ws(s);
+	if (s->p == s->end)
+		return false;
+	char c = *s->p;
+	if (c == '"')
+		return scan_string(s, NULL);
+	if (c == '{' || c == '[') {
+		char close = c == '{' ? '}' : ']';
+		s->p++;
+		if (scan_lit(s, close))
+			return true;
+		do {
+			char k[64];
+			if (c == '{' && !scan_key(s, k, sizeof(k)))
+				return false;
+			if (!scan_skip(s, depth + 1))
+				return false;
+		} while (scan_lit(s, ','));
+		return scan_lit(s, close);
+	}
+	static const char *const lits[] = {"true", "false", "null"};
+	for (int i = 0; i < 3; i++) {
+		size_t n = strlen(lits[i]);
+		if ((size_t)(s->end - s->p) >= n && !memcmp(s->p, lits[i], n)) {
+			s->p += n;
+			return true;
+		}
+	}
+	const char *a = s->p; /* a number */
+	while (s->p < s->end && *s->p && strchr("+-.0123456789eE", *s->p))
+		s->p++;
+	return s->p > a;
+}
+
+/* The first choice: delta.content / delta.reasoning_content, or text. */
+static bool scan_choice(struct scan *s, struct tf_buf *text, bool *token)
+{
+	if (!scan_lit(s, '{'))
+		return false;
+	if (scan_lit(s, '}'))
+		return true;
+	int texts = 0; /* more than one: the full parser keeps their order */
+	do {
+		char k[32];
+		if (!scan_key(s, k, sizeof(k)))
+			return false;
+		if (!strcmp(k, "text")) {
+			size_t at = text->len;
+			if (!scan_string(s, text) || (text->len > at && ++texts > 1))
+				return false;
+			*token |= text->len > at;
+		} else if (!strcmp(k, "delta")) {
+			if (!scan_lit(s, '{'))
+				return false;
+			if (scan_lit(s, '}'))
+				continue;
+			do {
+				char d[32];
+				if (!scan_key(s, d, sizeof(d)))
+					return false;
+				if (!strcmp(d, "content") || !strcmp(d, "reasoning_content")) {
+					size_t at = text->len;
+					if (!scan_string(s, text) || (text->len > at && ++texts > 1))
+						return false;
+					*token |= text->len > at;
+				} else if (!strcmp(d, "role") || !strcmp(d, "reasoning")) {
+					if (!scan_skip(s, 0))
+						return false;
+				} else {
+					return false; /* tool calls and the rest */
+				}
+			} while (scan_lit(s, ','));
+			if (!scan_lit(s, '}'))
+				return false;
+		} else if (!scan_skip(s, 0)) {
+			return false;
+		}
+	} while (scan_lit(s, ','));
+	return scan_lit(s, '}');
+}
+
+bool tf_loadgen_scan(const char *d, size_t n, struct tf_buf *text, bool *token)
+{
+	struct scan s = {d, d + n};
+	size_t mark = text->len;
+	*token = false;
+	if (!scan_lit(&s, '{'))
+		return false;
+	if (!scan_lit(&s, '}')) {
+		do {
+			char k[32];
+			if (!scan_key(&s, k, sizeof(k)))
+				goto full;
+			if (!strcmp(k, "choices")) {
+				if (!scan_lit(&s, '['))
+					goto full;
+				if (scan_lit(&s, ']'))
+					continue;
+				if (!scan_choice(&s, text, token))
+					goto full;
+				while (scan_lit(&s, ','))
+					if (!scan_skip(&s, 0))
+						goto full;
+				if (!scan_lit(&s, ']'))
+					goto full;
+			} else if (!strcmp(k, "usage") || !strcmp(k, "error") || !scan_skip(&s, 0)) {
+				goto full;
+			}
+		} while (scan_lit(&s, ','));
+		if (!scan_lit(&s, '}'))
+			goto full;
+	}
+	scan_ws(&s);
+	if (s.p == s.end)
+		return true;
+full:
+	text->len = mark;
+	if (text->data)
+		text->data[mark] = 0;
+	*token = false;
+	return false;
+}
+
 /* One SSE frame's data. */
 static void on_data(struct lreq *q, const char *d, size_t n, double t)
 {
 	if (n == 6 && !memcmp(d, "[DONE]", 6)) {
 		q->got_done = true;
+		return;
+	}
+	bool carried;
+	if (tf_loadgen_scan(d, n, &q->text, &carried)) {
+		if (carried)
+			event_at(q, t);
 		return;
 	}
 	json_error_t e;
@@ -141,17 +412,14 @@ static void on_data(struct lreq *q, const char *d, size_t n, double t)
 		token = true;
 		tf_buf_append(&q->text, json_string_value(txt), json_string_length(txt));
 	}
-	if (token) {
-		if (q->events == 0)
-			q->t_first = t;
-		q->t_last = t;
-		q->events++;
-	}
+	if (token)
+		event_at(q, t);
 	json_decref(v);
 }
 
-/* Frame what the body holds so far. itl collects gaps. */
-static void frame_body(struct lreq *q, double t, struct dvec *itl)
+/* Frame what the body holds so far. itl collects gaps; added the time
+ * from a token's make stamp to now, for stamped token-bearing events. */
+static void frame_body(struct lreq *q, double t, struct dvec *itl, struct dvec *added)
 {
 	char *s = q->body.data;
 	size_t n = q->body.len, at = 0;
@@ -165,12 +433,18 @@ static void frame_body(struct lreq *q, double t, struct dvec *itl)
 		while (line < stop) {
 			char *nl = memchr(line, '\n', (size_t)(stop - line));
 			char *le = nl ? nl : stop;
-			if (le - line >= 6 && !memcmp(line, "data: ", 6)) {
+			if (le - line > 10 && !memcmp(line, ": tf-made ", 10)) {
+				q->made = (double)strtoll(line + 10, NULL, 10) * 1e-9;
+			} else if (le - line >= 6 && !memcmp(line, "data: ", 6)) {
 				uint32_t before = q->events;
 				double last = q->t_last;
 				on_data(q, line + 6, (size_t)(le - line - 6), t);
 				if (q->events > before && before > 0)
 					dvec_push(itl, t - last);
+				if (q->events > before && q->made > 0)
+					dvec_push(added, t - q->made);
+				if (q->events > before)
+					q->made = 0;
 			}
 			line = le + 1;
 		}
@@ -184,7 +458,7 @@ static void frame_body(struct lreq *q, double t, struct dvec *itl)
 }
 
 /* Consume raw bytes: headers, then the body (chunked or not). */
-static void consume(struct lreq *q, double t, struct dvec *itl)
+static void consume(struct lreq *q, double t, struct dvec *itl, struct dvec *added)
 {
 	if (!q->head) {
 		char *e = q->in.data ? memmem(q->in.data, q->in.len, "\r\n\r\n", 4) : NULL;
@@ -248,7 +522,7 @@ static void consume(struct lreq *q, double t, struct dvec *itl)
 		memmove(s, s + at, q->in.len - at);
 		q->in.len -= at;
 	}
-	frame_body(q, t, itl);
+	frame_body(q, t, itl, added);
 }
 
 static int open_conn(const struct tf_loadgen_config *c, struct lreq *q, int ep)
@@ -325,7 +599,7 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 	memset(r, 0, sizeof(*r));
 	struct lreq *q = tf_calloc(c->requests ? c->requests : 1, sizeof(*q));
 	int ep = epoll_create1(EPOLL_CLOEXEC);
-	struct dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0};
+	struct dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0}, added = {0};
 	tf_status rc = TF_OK;
 	if (!q || ep < 0) {
 		rc = tf_err_errno(TF_ERR_OS, "loadgen: cannot set up");
@@ -398,8 +672,11 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 			for (;;) {
 				ssize_t got = recv(x->fd, rbuf, sizeof(rbuf), MSG_DONTWAIT);
 				if (got > 0) {
+					t = now_s(); /* when these bytes were read, not when epoll woke */
 					tf_buf_append(&x->in, rbuf, (size_t)got);
-					consume(x, t, &itl);
+					consume(x, t, &itl, &added);
+					if ((size_t)got < sizeof(rbuf))
+						break; /* drained: epoll says when more comes */
 					continue;
 				}
 				if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -468,6 +745,7 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 	r->tpot = stat_of(&tpot);
 	r->itl = stat_of(&itl);
 	r->e2el = stat_of(&e2el);
+	r->added = stat_of(&added);
 	if (r->duration_s > 0) {
 		r->request_rate = r->completed / r->duration_s;
 		r->output_rate = (double)r->output_tokens / r->duration_s;
@@ -484,7 +762,7 @@ out:
 			tf_buf_release(&q[i].text);
 		}
 	free(q);
-	free(ttft.v), free(tpot.v), free(itl.v), free(e2el.v);
+	free(ttft.v), free(tpot.v), free(itl.v), free(e2el.v), free(added.v);
 	if (ep >= 0)
 		close(ep);
 	return rc;
@@ -508,7 +786,7 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 {
 	if (json) {
 		json_t *v = json_pack(
-			"{s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:o,s:o,s:o,s:o,s:s}",
+			"{s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:o,s:o,s:o,s:o,s:o,s:s}",
 			"path", c->path, "requests", (json_int_t)c->requests, "concurrency",
 			(json_int_t)c->concurrency, "rate", c->rate, "completed", (json_int_t)r->completed,
 			"failed", (json_int_t)r->failed, "held", (json_int_t)r->held, "mismatched",
@@ -517,7 +795,8 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 			(json_int_t)r->output_tokens, "duration_s", r->duration_s, "request_throughput",
 			r->request_rate, "output_throughput", r->output_rate, "total_token_throughput",
 			r->total_rate, "ttft", stat_json(&r->ttft), "tpot", stat_json(&r->tpot), "itl",
-			stat_json(&r->itl), "e2el", stat_json(&r->e2el), "first_error", r->first_error);
+			stat_json(&r->itl), "e2el", stat_json(&r->e2el), "added", stat_json(&r->added),
+			"first_error", r->first_error);
 		char *s = json_dumps(v, JSON_INDENT(2));
 		json_decref(v);
 		if (s)
@@ -539,6 +818,8 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 	stat_line(o, "TPOT", &r->tpot);
 	stat_line(o, "ITL", &r->itl);
 	stat_line(o, "E2EL", &r->e2el);
+	if (r->added.n)
+		stat_line(o, "ADDED", &r->added);
 	if (r->failed)
 		tf_buf_printf(o, "first failure: %s\n", r->first_error);
 }

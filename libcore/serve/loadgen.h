@@ -50,6 +50,7 @@ struct tf_loadgen_result {
 	double duration_s;
 	double request_rate, output_rate, total_rate; /* per second */
 	struct tf_loadgen_stat ttft, tpot, itl, e2el;  /* seconds */
+	struct tf_loadgen_stat added;  /* engine made the token -> client read the event (stamped) */
 	uint32_t peak_concurrency;
 	char first_error[256];
 };
@@ -57,6 +58,13 @@ struct tf_loadgen_result {
 /* Run the load; the result is filled even when some requests fail.
  * TF_ERR_OS when no connection could be made at all. */
 tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_result *r);
+
+/* Read one stream event's JSON the quick way: append the token text of
+ * its first choice (delta content or reasoning_content, or text) to text
+ * and say whether it carried any. Returns false, taking nothing, for
+ * whatever needs the full parser: usage, errors, tool calls, both content
+ * and reasoning, or text a strict JSON parser would refuse. */
+bool tf_loadgen_scan(const char *d, size_t n, struct tf_buf *text, bool *token);
 
 /* Write the result as a table (or JSON with stable keys) to out. */
 void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadgen_result *r,

@@ -1,16 +1,20 @@
 /* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
  * plain routes (health, models, metrics, tokenize), generation routes with
- * SSE, keepalive and disconnect detection, drain, and --once. */
+ * SSE, the stream writers, keepalive and disconnect detection, drain, and
+ * --once. */
 #include "serve/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +63,22 @@ static const struct route routes[] = {
 
 struct conn;
 
+/* A stream writer (see struct conn): a thread with a queue of parked
+ * streams that have news, in the order the engine delivered to them, and
+ * an epoll for its kick and the sockets waiting for room. */
+struct writer {
+	struct tf_server *s;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	struct conn *head, *tail; /* the queue, under mu */
+	bool idle, down;          /* under mu */
+	int kick;                 /* eventfd: the queue has work */
+	int ep;
+	struct conn **blocked;    /* the writer's own */
+	size_t nblocked, capblocked;
+};
+
 struct tf_server {
 	struct tf_server_config c;
 	struct MHD_Daemon *d;
@@ -78,15 +98,36 @@ struct tf_server {
 	pthread_t ticker;
 	atomic_bool stopping;
 	bool ticking;
+	struct writer *writers;
+	unsigned nwriters;
+	atomic_uint next_writer;
+};
+
+/* Who holds a generation's connection (under conn.mu). */
+enum conn_state {
+	C_MHD,     /* MHD: running its callbacks, or about to */
+	C_PARKED,  /* suspended in MHD with nothing to send; nobody pumps */
+	C_QUEUED,  /* suspended, in the writer's queue */
+	C_WRITING, /* suspended, the writer pumps and sends (or waits for room) */
 };
 
 /* One request, from its headers to the end of its reply.
  *
  * A generation never blocks MHD's threads: when there is nothing to send it
- * suspends its connection, and the engine's notification (or the ticker,
- * for keepalives and clients that left) resumes it. The notes counter
- * closes the race between "nothing to send" and "suspend": a notification
- * after the last look is seen under mu before suspending. */
+ * suspends (parks) its connection. A whole reply is resumed by the engine's
+ * notification at its end. A stream, once its headers and first frame went
+ * out through MHD, is written by a stream writer: the engine's
+ * notification queues the parked connection, and the writer thread pumps
+ * the generation and sends its frames as HTTP chunks straight to the
+ * socket, while MHD keeps the connection suspended and so never touches
+ * the socket. This costs one send per event instead of MHD's resume (a
+ * wakeup through its inter-thread pipe per connection and event), and each
+ * writer delivers its streams in the engine's order. A socket that cannot
+ * take a frame whole waits in the writer's epoll; the writer hands the
+ * connection back to MHD (resume) for the end of the stream (MHD writes
+ * the last chunk), a client that left, a failure or a stop. The notes
+ * counter closes the race between "nothing to send" and "park": a
+ * notification after the last look is seen under mu before parking. */
 struct conn {
 	struct tf_server *s;
 	struct MHD_Connection *mc;
@@ -100,10 +141,17 @@ struct conn {
 	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
 	size_t sent;
 	bool eof;
-	pthread_mutex_t mu;   /* guards suspended */
-	bool suspended;
+	bool failed;          /* pumping failed: end the stream with an error */
+	struct tf_buf wire;   /* the writer: chunked bytes not yet sent (from wsent) */
+	size_t wsent;
+	bool nodelay;         /* the writer set TCP_NODELAY */
+	double blocked_at;    /* the writer: when the socket last refused bytes */
+	struct writer *w;     /* the stream's writer */
+	struct conn *wnext;   /* in the writer's queue */
+	pthread_mutex_t mu;   /* guards state */
+	enum conn_state state;
 	atomic_uint notes;    /* engine notifications so far */
-	atomic_bool gone;     /* the ticker saw the client leave */
+	atomic_bool gone;     /* the client left (seen by the ticker or a writer) */
 	_Atomic double last_write; /* monotonic seconds of the last bytes out */
 	struct conn *prev, *next; /* in s->gens while gen is set */
 };
@@ -181,34 +229,75 @@ static void record(struct tf_server *s, struct tf_gen *g)
 	tf_metrics_generation(s->metrics, &o);
 }
 
-/* Resume a suspended connection (any thread). */
+/* Resume a parked connection (any thread): MHD takes it over. */
 static void wake(struct conn *c)
 {
 	pthread_mutex_lock(&c->mu);
-	if (c->suspended) {
-		c->suspended = false;
+	if (c->state == C_PARKED) {
+		c->state = C_MHD;
 		MHD_resume_connection(c->mc);
 	}
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* The engine's notification: tokens arrived or the job ended. */
+/* Queue a parked stream for the writer; c->mu held. Once the writer is
+ * down (a stop) MHD takes the connection back instead. */
+static void queue_locked(struct conn *c)
+{
+	struct writer *w = c->w;
+	pthread_mutex_lock(&w->mu);
+	bool down = w->down, kick = false;
+	if (!down) {
+		c->wnext = NULL;
+		if (w->tail)
+			w->tail->wnext = c;
+		else
+			w->head = c;
+		w->tail = c;
+		kick = w->idle;
+		w->idle = false;
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (down) {
+		c->state = C_MHD;
+		MHD_resume_connection(c->mc);
+		return;
+	}
+	c->state = C_QUEUED;
+	if (kick) {
+		uint64_t one = 1;
+		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
+	}
+}
+
+/* The engine's notification: tokens arrived or the job ended. A parked
+ * stream goes to the writer; a parked whole reply goes back to MHD. */
 static void on_note(void *ctx)
 {
 	struct conn *c = ctx;
 	atomic_fetch_add(&c->notes, 1);
-	wake(c);
+	pthread_mutex_lock(&c->mu);
+	if (c->state == C_PARKED) {
+		if (c->whole || atomic_load(&c->s->stopping)) {
+			c->state = C_MHD;
+			MHD_resume_connection(c->mc);
+		} else {
+			queue_locked(c);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
-/* Suspend unless a notification came since seen. Called from MHD's
- * callbacks only. Returns true when suspended. */
+/* Suspend (park) unless a notification came since seen. Called from MHD's
+ * callbacks only. Returns true when parked. */
 static bool try_suspend(struct conn *c, unsigned seen)
 {
 	bool ok = false;
 	pthread_mutex_lock(&c->mu);
 	if (atomic_load(&c->notes) == seen && !atomic_load(&c->gone) &&
 	    !atomic_load(&c->s->stopping)) {
-		c->suspended = true;
+		c->state = C_PARKED;
 		MHD_suspend_connection(c->mc);
 		ok = true;
 	}
@@ -280,6 +369,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		if (c->eof)
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (c->failed)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (atomic_load(&c->gone)) {
 			tf_log(TF_LOG_INFO, "client left a stream; cancelling");
 			tf_gen_cancel(c->gen);
@@ -312,6 +403,242 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
 	(void)cls; /* the connection record owns the stream; see completed() */
+}
+
+/* The stream writers. Everything below runs on a writer thread, on
+ * connections in C_WRITING: MHD holds them suspended, so the socket and
+ * the generation are the writer's alone. */
+
+/* Give the connection back to MHD: it ends the stream (the last chunk
+ * after eof, an error otherwise). The last touch of c: once resumed, MHD
+ * may close and free it. */
+static void writer_release(struct conn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->state = C_MHD;
+	pthread_mutex_unlock(&c->mu);
+	MHD_resume_connection(c->mc);
+}
+
+static void blocked_drop(struct writer *w, struct conn *c)
+{
+	for (size_t i = 0; i < w->nblocked; i++)
+		if (w->blocked[i] == c) {
+			w->blocked[i] = w->blocked[--w->nblocked];
+			break;
+		}
+	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+/* The socket took part of the wire: wait in the epoll for room. */
+static void writer_block(struct writer *w, struct conn *c)
+{
+	struct epoll_event ev = {.events = EPOLLOUT | EPOLLRDHUP, .data.ptr = c};
+	if (w->nblocked == w->capblocked &&
+	    !tf_realloc_array(&w->blocked, w->capblocked ? w->capblocked * 2 : 16, sizeof(*w->blocked)))
+		w->capblocked = w->capblocked ? w->capblocked * 2 : 16;
+	if (w->nblocked == w->capblocked || epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev)) {
+		tf_log(TF_LOG_WARN, "stream writer: cannot wait for a socket: %s", strerror(errno));
+		atomic_store(&c->gone, true);
+		writer_release(c);
+		return;
+	}
+	w->blocked[w->nblocked++] = c;
+	c->blocked_at = mono();
+}
+
+/* Send the wire, pump the generation into chunks, and repeat until there
+ * is nothing more (park), the socket is full (block), or the stream is
+ * over (release to MHD). */
+static void writer_step(struct writer *w, struct conn *c)
+{
+	struct tf_server *s = w->s;
+	if (!c->nodelay) { /* frames go out as they come: no Nagle delay */
+		int one = 1;
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->nodelay = true;
+	}
+	for (;;) {
+		if (c->failed || atomic_load(&c->gone) || atomic_load(&s->stopping)) {
+			writer_release(c);
+			return;
+		}
+		if (c->wsent < c->wire.len) {
+			ssize_t n = send(c->fd, c->wire.data + c->wsent, c->wire.len - c->wsent,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0) {
+				c->wsent += (size_t)n;
+				atomic_store(&c->last_write, mono());
+			}
+			if (c->wsent < c->wire.len) {
+				if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+					writer_block(w, c);
+				} else { /* the client left */
+					atomic_store(&c->gone, true);
+					writer_release(c);
+				}
+				return;
+			}
+			tf_buf_reset(&c->wire);
+			c->wsent = 0;
+		}
+		if (c->eof) {
+			writer_release(c);
+			return;
+		}
+		unsigned seen = atomic_load(&c->notes);
+		bool done = false;
+		tf_buf_reset(&c->pend);
+		c->sent = 0;
+		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
+			tf_gen_cancel(c->gen);
+			c->failed = true;
+			continue;
+		}
+		if (done) {
+			c->eof = true;
+			record(s, c->gen);
+			c->recorded = true;
+		}
+		if (c->pend.len) { /* one HTTP chunk */
+			if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
+			    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
+			    tf_buf_puts(&c->wire, "\r\n")) {
+				tf_gen_cancel(c->gen);
+				c->failed = true;
+			}
+			tf_buf_reset(&c->pend);
+			continue;
+		}
+		if (c->eof)
+			continue;
+		pthread_mutex_lock(&c->mu);
+		bool park = atomic_load(&c->notes) == seen;
+		if (park)
+			c->state = C_PARKED;
+		pthread_mutex_unlock(&c->mu);
+		if (park)
+			return;
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	struct tf_server *s = w->s;
+	struct epoll_event evs[64];
+	for (;;) {
+		pthread_mutex_lock(&w->mu);
+		struct conn *q = w->head;
+		w->head = w->tail = NULL;
+		bool down = atomic_load(&s->stopping), idle = !q && !down;
+		w->down = down;
+		w->idle = idle;
+		pthread_mutex_unlock(&w->mu);
+		while (q) {
+			struct conn *c = q;
+			q = c->wnext;
+			pthread_mutex_lock(&c->mu);
+			c->state = C_WRITING;
+			pthread_mutex_unlock(&c->mu);
+			writer_step(w, c); /* with stopping set: released to MHD */
+		}
+		if (down)
+			break;
+		/* Idle (the queue was empty): sleep until a push kicks the
+		 * eventfd; busy: only look at the blocked sockets. */
+		int n = epoll_wait(w->ep, evs, 64, idle ? 100 : 0);
+		for (int i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+			if (!c) { /* the kick */
+				uint64_t v;
+				if (read(w->kick, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					tf_log(TF_LOG_WARN, "stream writer: %s", strerror(errno));
+				continue;
+			}
+			blocked_drop(w, c);
+			if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+				atomic_store(&c->gone, true);
+			writer_step(w, c);
+		}
+		/* A client that stopped reading: after the connection timeout
+		 * with no room, it is treated as gone. */
+		double t = mono();
+		for (size_t i = 0; i < w->nblocked && s->c.timeout_s;) {
+			struct conn *c = w->blocked[i];
+			if (t - c->blocked_at < s->c.timeout_s) {
+				i++;
+				continue;
+			}
+			blocked_drop(w, c);
+			atomic_store(&c->gone, true);
+			writer_release(c);
+		}
+	}
+	while (w->nblocked) { /* a stop: MHD ends them all */
+		struct conn *c = w->blocked[0];
+		blocked_drop(w, c);
+		writer_release(c);
+	}
+	return NULL;
+}
+
+/* Start n writers. */
+static tf_status writers_start(struct tf_server *s, unsigned n)
+{
+	s->writers = tf_calloc(n, sizeof(*s->writers));
+	if (!s->writers)
+		return tf_err(TF_ERR_NOMEM, "server: out of memory");
+	for (unsigned i = 0; i < n; i++) {
+		struct writer *w = &s->writers[i];
+		w->s = s;
+		pthread_mutex_init(&w->mu, NULL);
+		s->nwriters++;
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+		w->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		w->ep = epoll_create1(EPOLL_CLOEXEC);
+		if (w->kick < 0 || w->ep < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->kick, &ev))
+			return tf_err_errno(TF_ERR_OS, "cannot set up a stream writer");
+		int e = pthread_create(&w->thread, NULL, writer_main, w);
+		if (e) {
+			errno = e;
+			return tf_err_errno(TF_ERR_OS, "cannot start a stream writer");
+		}
+		w->started = true;
+	}
+	return TF_OK;
+}
+
+/* Stop the writers (s->stopping is set): each gives every connection it
+ * holds back to MHD and exits; later notifications resume directly. */
+static void writers_stop(struct tf_server *s)
+{
+	for (unsigned i = 0; i < s->nwriters; i++) {
+		struct writer *w = &s->writers[i];
+		if (!w->started)
+			continue;
+		uint64_t one = 1;
+		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
+		pthread_join(w->thread, NULL);
+		w->started = false;
+	}
+}
+
+static void writers_free(struct tf_server *s)
+{
+	for (unsigned i = 0; i < s->nwriters; i++) {
+		struct writer *w = &s->writers[i];
+		if (w->kick >= 0)
+			close(w->kick);
+		if (w->ep >= 0)
+			close(w->ep);
+		pthread_mutex_destroy(&w->mu);
+		free(w->blocked);
+	}
+	free(s->writers);
+	s->writers = NULL;
+	s->nwriters = 0;
 }
 
 /* A whole reply: called again each time the connection is resumed. */
@@ -382,6 +709,9 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 		goto refuse;
 	c->gen = g;
 	c->whole = !tf_gen_streaming(g);
+	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
+	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
+	tf_gen_timing(g, timing && !strcmp(timing, "1"));
 	atomic_store(&c->last_write, mono());
 	gens_add(c);
 	tf_gen_notify(g, on_note, c, c->whole);
@@ -424,7 +754,7 @@ static void *ticker_main(void *arg)
 		pthread_mutex_lock(&s->list_mu);
 		for (struct conn *c = s->gens; c; c = c->next) {
 			pthread_mutex_lock(&c->mu);
-			bool susp = c->suspended;
+			bool susp = c->state == C_PARKED;
 			pthread_mutex_unlock(&c->mu);
 			if (!susp)
 				continue;
@@ -772,6 +1102,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 		atomic_fetch_sub(&c->s->inflight, 1);
 	tf_buf_release(&c->body);
 	tf_buf_release(&c->pend);
+	tf_buf_release(&c->wire);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	*con_cls = NULL;
@@ -812,14 +1143,16 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		s->nkeys = c->nkeys;
 		s->c.keys = NULL;
 	}
+	unsigned pool = c->threads;
+	if (!pool)
+		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
+	if ((rc = writers_start(s, pool))) /* as many stream writers as HTTP threads */
+		goto fail;
 	struct sockaddr_storage ss = {0};
 	/* epoll threads that never block: generations suspend their connection
 	 * while they wait for the engine. */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG;
-	unsigned pool = c->threads;
-	if (!pool)
-		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
 	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 	if (inet_pton(AF_INET, c->host, &v4->sin_addr) == 1) {
@@ -858,6 +1191,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	if (e) {
 		errno = e;
 		MHD_stop_daemon(s->d);
+		s->d = NULL;
 		rc = tf_err_errno(TF_ERR_OS, "cannot start the server's ticker");
 		goto fail;
 	}
@@ -865,6 +1199,10 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	*out = s;
 	return TF_OK;
 fail:
+	atomic_store(&s->stopping, true);
+	writers_stop(s);
+	writers_free(s);
+	pthread_mutex_destroy(&s->list_mu);
 	tf_metrics_free(s->metrics);
 	free(s->keys);
 	free(s);
@@ -923,6 +1261,7 @@ void tf_server_stop(struct tf_server *s)
 		pthread_join(s->ticker, NULL);
 		s->ticking = false;
 	}
+	writers_stop(s);
 	pthread_mutex_lock(&s->list_mu);
 	for (struct conn *c = s->gens; c; c = c->next)
 		wake(c);
@@ -948,6 +1287,7 @@ void tf_server_free(struct tf_server *s)
 	tf_server_stop(s);
 	tf_metrics_free(s->metrics);
 	pthread_mutex_destroy(&s->list_mu);
+	writers_free(s);
 	free(s->graves);
 	free(s->keys);
 	free(s);

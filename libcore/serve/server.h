@@ -1,7 +1,8 @@
-/* server.h: the HTTP server (libmicrohttpd, one thread per connection):
- * the route table, authentication, limits, health, models, metrics,
- * tokenize, and the generation routes over gen.h, with keepalive and
- * disconnect detection on streams, and drain.
+/* server.h: the HTTP server (libmicrohttpd on epoll threads, plus stream
+ * writers that send stream frames straight to the sockets): the route
+ * table, authentication, limits, health, models, metrics, tokenize, and
+ * the generation routes over gen.h, with keepalive and disconnect
+ * detection on streams, and drain.
  *
  * Lifecycle: tf_server_new binds and serves; on a stop signal the program
  * calls tf_server_drain (new generations get 503, running ones finish or
@@ -27,7 +28,7 @@ struct tf_server_config {
 	unsigned headers_max;      /* header lines per request (431 past it) */
 	unsigned timeout_s;        /* idle or slow connection limit */
 	unsigned connections_max;  /* open connections at once */
-	unsigned threads;          /* HTTP threads (0: one per CPU, at most 4) */
+	unsigned threads;          /* HTTP threads and stream writers, each (0: one per CPU, at most 4) */
 	const char *const *keys;   /* API keys (copied as SHA-256 digests) */
 	size_t nkeys;
 	const char *const *aliases; /* other model names /v1/models lists */
@@ -55,7 +56,7 @@ long tf_server_drain(struct tf_server *s, double drain_s, atomic_int *signals);
  * of their reply). */
 long tf_server_inflight(const struct tf_server *s);
 
-/* Stop listening and wait for the connection threads. */
+/* Stop listening and wait for the connection and writer threads. */
 void tf_server_stop(struct tf_server *s);
 
 void tf_server_free(struct tf_server *s);
