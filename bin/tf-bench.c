@@ -25,6 +25,9 @@ static const struct tf_opt opts[] = {
 	 "decode: tensor-parallel ranks, on threads of this process (1, 2, 4 or 8)", 1, 8, NULL},
 	{"ctx", 0, TF_OPT_INT, &bench.ctx, "N", NULL, "64",
 	 "decode: prompt tokens prefilled per sequence before decoding", 1, 1 << 20, NULL},
+	{"draft", 0, TF_OPT_FLAG, &bench.draft, NULL, NULL, NULL,
+	 "decode: then decode with DSpark drafts verified by the model: acceptance rate and tokens/s",
+	 0, 0, NULL},
 	{"shapes", 's', TF_OPT_STR, &bench.shapes, "LIST", NULL, "dsv41",
 	 "kernels: weight shapes KxN, comma-separated, or dsv41 (the release's expert, attention "
 	 "and head shapes)", 0, 0, NULL},
@@ -87,7 +90,7 @@ static const struct tf_opt opts[] = {
 static const struct tf_cli cli = {
 	"tf-bench", "kernels [--backend cuda|cpu] [OPTION]...\n"
 	"       tf-bench decode --backend cpu --pack DIR|--preset NAME [--world W] [--prepared DIR]\n"
-	"                       [--rows N] [--ctx N] [OPTION]...\n"
+	"                       [--rows N] [--ctx N] [--draft] [OPTION]...\n"
 	"       tf-bench serve [--port PORT] [--requests N] [--concurrency N] [OPTION]...",
 	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU), "
 	"the model's prefill and decode throughput, or load a running server like vllm bench serve.",

@@ -15,7 +15,7 @@ struct bench_opts {
 	int64_t world;                  /* decode: tensor-parallel ranks on threads */
 	int64_t iters, device, blocks_per_sm, threads, experts, ctx;
 	double seconds;
-	bool json, no_cublas;
+	bool json, no_cublas, draft;
 	/* serve */
 	const char *host, *path, *model, *api_key, *prompt, *prompt_file;
 	int64_t port, requests, concurrency, max_tokens, random_words, seed;

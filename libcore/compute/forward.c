@@ -41,6 +41,8 @@ struct tf_fwd {
 	int nsegs;
 	int R;
 	uint16_t *taps;         /* [R, n_dspark_targets, D] or NULL */
+	int draft;              /* a DSpark draft pass (tf_fwd_draft) */
+	uint16_t *hidden;       /* draft: h [R, D] out, or NULL */
 	const int32_t *ids;
 	const int64_t *pos;
 	const int *seq;
@@ -91,18 +93,24 @@ static struct tf_tensor reshape3(const struct tf_tensor *t, int64_t a, int64_t b
 	return tf_tensor_make(t->data, t->dt, 3, a, b, c);
 }
 
-static tf_status lin(struct tf_fwd *f, const struct tf_lin *l, const struct tf_tensor *x,
-		     struct tf_tensor *y)
+tf_status tf_fwd_lin(struct tf_be *be, const struct tf_lin *l, const struct tf_tensor *x,
+		       struct tf_tensor *y)
 {
 	if (l->q) {
-		if (!f->be->ops->exl3_matmul)
+		if (!be->ops->exl3_matmul)
 			return tf_err(TF_ERR_UNSUPPORTED, "forward: backend %s has no EXL3 matmul",
-				      f->be->ops->name);
-		return f->be->ops->exl3_matmul(f->be, l->q, x, y);
+				      be->ops->name);
+		return be->ops->exl3_matmul(be, l->q, x, y);
 	}
 	if (!l->w.data)
 		return tf_err(TF_ERR_ARG, "forward: a projection has no weights");
-	return f->be->ops->linear(f->be, x, &l->w, y);
+	return be->ops->linear(be, x, &l->w, y);
+}
+
+static tf_status lin(struct tf_fwd *f, const struct tf_lin *l, const struct tf_tensor *x,
+		     struct tf_tensor *y)
+{
+	return tf_fwd_lin(f->be, l, x, y);
 }
 
 /* A row-split projection's output y [R, N] bf16 (wo_b): at world 1 lin
@@ -138,7 +146,7 @@ void tf_fwd_kv_config(const struct tf_config *c, int64_t pages, int slots, int64
 		      struct tf_kv_config *out)
 {
 	memset(out, 0, sizeof *out);
-	out->layers = (int)c->layers;
+	out->layers = (int)tf_config_all_layers(c);
 	out->dim = (int)c->head_dim;
 	out->rope = (int)c->rope_dim;
 	out->index_dim = (int)c->index_dim;
@@ -267,6 +275,16 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 	for (uint32_t L = 0; L < c->layers; L++)
 		if ((st = check_layer(&dims, &w->layers[L], L)))
 			return st;
+	if (w->mtp_norm.data) { /* the DSpark blocks */
+		if (!c->mtp_layers || kc->layers < (int)tf_config_all_layers(c))
+			return tf_err(TF_ERR_CONFIG, "forward: DSpark weights without DSpark blocks "
+				      "or their window rings");
+		if ((st = need_t(&w->mtp_norm, c->hidden, c->layers, "norm")))
+			return st;
+		for (uint32_t L = c->layers; L < tf_config_all_layers(c); L++)
+			if ((st = check_layer(&dims, &w->layers[L], L)))
+				return st;
+	}
 	struct tf_fwd *f = calloc(1, sizeof *f);
 	if (!f)
 		return tf_err(TF_ERR_NOMEM, "forward: out of memory");
@@ -297,7 +315,7 @@ void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p)
 	f->ph = p;
 	f->ph_embed = tf_phases_id(p, "embed");
 	f->ph_head = tf_phases_id(p, "head");
-	for (uint32_t L = 0; L < f->c->layers && L < TF_CONFIG_MAX_LAYERS; L++)
+	for (uint32_t L = 0; L < tf_config_all_layers(f->c) && L < TF_CONFIG_MAX_LAYERS; L++)
 		for (int i = 0; i < 3; i++) {
 			snprintf(name, sizeof name, "L%u.%s", L, part[i]);
 			f->ph_layer[L][i] = tf_phases_id(p, name);
@@ -557,6 +575,65 @@ out:
 	return st;
 }
 
+/* UNCONFIRMED (spec §13; vLLM's mask kernel is not public): the key set is
+ * PC's, each row's own window of context rows plus every draft row. MLX
+ * gives every row the same context rows P - window .. P - 1 instead. */
+int64_t tf_fwd_draft_keys(int64_t P, int n, int64_t window, int32_t *off, int32_t *idx)
+{
+	int64_t lo = P - window + 1 < 0 ? 0 : P - window + 1, m = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t li = P + i - window + 1 < lo ? lo : P + i - window + 1;
+		if (off)
+			off[i] = (int32_t)m;
+		for (int64_t p = li; p < P; p++, m++) /* context rows li .. P - 1 */
+			if (idx)
+				idx[m] = (int32_t)(p - lo);
+		for (int j = 0; j < n; j++, m++) /* every draft row */
+			if (idx)
+				idx[m] = (int32_t)(P - lo + j);
+	}
+	if (off)
+		off[n] = (int32_t)m;
+	return m;
+}
+
+/* §13: one sequence's draft rows attend to their block's context rows
+ * (the ring) and to every draft row of the sequence (tf_fwd_draft_keys).
+ * The draft rows win [R, hd] bf16 pass through the window format, as
+ * stored rows would. */
+static tf_status attend_draft(struct tf_fwd *f, uint32_t L, const struct segment *s,
+			      const struct tf_tensor *q, const struct tf_tensor *win,
+			      struct tf_tensor *out)
+{
+	const struct tf_kv_config *kc = tf_kv_config(f->kv);
+	int64_t hd = f->c->head_dim, W = f->c->window, P = s->pos0, n = s->n;
+	int64_t lo = P - W + 1 < 0 ? 0 : P - W + 1, nctx = P - lo;
+	int mark = f->ntmp;
+	struct tf_tensor *tab, *off, *idx;
+	uint8_t *enc = malloc(tf_kv_row_bytes(kc->window_fmt, (int)hd, kc->rope));
+	tf_status st = enc ? TF_OK : tf_err(TF_ERR_NOMEM, "forward: out of memory");
+	if (st || (st = tmp_new(f, &tab, TF_DT_F32, 2, nctx + n, hd, 1)) ||
+	    (st = tmp_new(f, &off, TF_DT_I32, 1, n + 1, 1, 1)) ||
+	    (st = tmp_new(f, &idx, TF_DT_I32, 1, tf_fwd_draft_keys(P, (int)n, W, NULL, NULL), 1, 1)))
+		goto out;
+	float *tv = tab->data;
+	for (int64_t p = lo; p < P; p++)
+		tf_kv_window_get(f->kv, s->seq, (int)L, p, tv + (p - lo) * hd);
+	for (int64_t i = 0; i < n; i++) {
+		float *row = tv + (nctx + i) * hd;
+		bf16_row(win, s->row0 + i, hd, row);
+		tf_kv_row_encode(kc->window_fmt, row, (int)hd, kc->rope, enc);
+		tf_kv_row_decode(kc->window_fmt, enc, (int)hd, kc->rope, row);
+	}
+	tf_fwd_draft_keys(P, (int)n, W, off->data, idx->data);
+	struct tf_tensor q_s = rows_of(q, s->row0, n), o_s = rows_of(out, s->row0, n);
+	st = f->be->ops->attention(f->be, &q_s, tab, off, idx, &f->w->layers[L].sink, &o_s);
+out:
+	tmp_release_from(f, mark);
+	free(enc);
+	return st;
+}
+
 /* §5-§9 for block L: x [R, D] bf16 in, branch [R, D] bf16 out. */
 static tf_status attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
 			   struct tf_tensor *branch)
@@ -586,7 +663,7 @@ static tf_status attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor 
 	    (st = tmp_new(f, &win, TF_DT_BF16, 2, R, hd, 1)) ||
 	    (st = be->ops->rope(be, kvn, pos, freqs_of(f, L), 0, win)))
 		goto out;
-	for (int i = 0; i < R; i++) { /* the window rows, before anything reads them */
+	for (int i = 0; i < R && !f->draft; i++) { /* the window rows, before anything reads them */
 		bf16_row(win, i, hd, row);
 		tf_kv_window_put(f->kv, f->seq[i], (int)L, f->pos[i], row);
 	}
@@ -605,7 +682,8 @@ static tf_status attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor 
 	if ((st = tmp_new(f, &o32, TF_DT_F32, 3, R, H, hd)))
 		goto out;
 	for (int si = 0; si < f->nsegs && !st; si++)
-		st = attend(f, L, &f->segs[si], qr, o32);
+		st = f->draft ? attend_draft(f, L, &f->segs[si], qr, win, o32)
+			      : attend(f, L, &f->segs[si], qr, o32);
 	if (st || (st = tmp_new(f, &o, TF_DT_BF16, 3, R, H, hd)) ||
 	    (st = be->ops->rope(be, o32, pos, freqs_of(f, L), 1, o)) ||
 	    (st = tmp_new(f, &og, TF_DT_BF16, 2, R, hg * hd, 1)) ||
@@ -768,6 +846,12 @@ static tf_status segments(struct tf_fwd *f)
 		}
 		f->segs[f->nsegs - 1].n++;
 	}
+	return TF_OK;
+}
+
+/* Room in the cache for the call's positions. */
+static tf_status reserve(struct tf_fwd *f)
+{
 	for (int s = 0; s < f->nsegs; s++) {
 		tf_status st = tf_kv_reserve(f->kv, f->segs[s].seq, f->segs[s].pos0 + f->segs[s].n);
 		if (st)
@@ -870,7 +954,9 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 		for (int64_t s = 0; s < S; s++)
 			((float *)pre_in->data)[i * S + s] = s == 0;
 	const float eps = c->eps;
-	for (uint32_t L = 0; L < c->layers && !st; L++) { /* §4 */
+	/* §4 over the backbone, or §13 over the DSpark blocks of a draft pass */
+	uint32_t L0 = f->draft ? c->layers : 0, L1 = f->draft ? tf_config_all_layers(c) : c->layers;
+	for (uint32_t L = L0; L < L1 && !st; L++) {
 		const struct tf_fwd_layer *lw = &w->layers[L];
 		const int *ph = f->ph_layer[L];
 		for (uint32_t t = 0; f->taps && t < c->n_dspark_targets; t++)
@@ -911,8 +997,10 @@ static tf_status run_blocks(struct tf_fwd *f, float *logits)
 		return st;
 	tf_phase_begin(f->ph, f->ph_head);
 	if (!(st = be->ops->hc_collapse(be, X, pre_in, cl)) && /* §12 */
-	    !(st = be->ops->rmsnorm(be, cl, &w->norm, eps, xin)))
+	    !(st = be->ops->rmsnorm(be, cl, f->draft ? &w->mtp_norm : &w->norm, eps, xin)))
 		st = head(f, xin, logits);
+	if (!st && f->hidden)
+		memcpy(f->hidden, cl->data, (size_t)(R * D) * sizeof(uint16_t));
 	tf_phase_end(f->ph, f->ph_head);
 	return st;
 }
@@ -951,10 +1039,12 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
 	return tf_fwd_run_taps(f, R, ids, pos, seq, logits, NULL);
 }
 
+static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, float *logits, uint16_t *taps, int draft, uint16_t *hidden);
+
 tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, float *logits, uint16_t *taps)
 {
-	const struct tf_config *c = f->c;
 	if (R < 1 || !ids || !pos || !seq || !logits)
 		return tf_err(TF_ERR_ARG, "forward: %d rows, or a missing array", R);
 	for (int i = 0, run = 1; i + 1 < R; i++) {
@@ -962,12 +1052,33 @@ tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int
 		if (run > pass_cap(f))
 			return run_split(f, R, ids, pos, seq, logits, taps);
 	}
+	return run_call(f, R, ids, pos, seq, logits, taps, 0, NULL);
+}
+
+tf_status tf_fwd_draft(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+		       const int *seq, float *logits, uint16_t *hidden)
+{
+	if (R < 1 || !ids || !pos || !seq || !logits)
+		return tf_err(TF_ERR_ARG, "forward: %d rows, or a missing array", R);
+	if (!f->w->mtp_norm.data)
+		return tf_err(TF_ERR_UNSUPPORTED, "forward: the weights have no DSpark blocks");
+	return run_call(f, R, ids, pos, seq, logits, NULL, 1, hidden);
+}
+
+/* One pass: a target call (its positions reserved and committed) or a
+ * draft pass (nothing written). */
+static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, float *logits, uint16_t *taps, int draft, uint16_t *hidden)
+{
+	const struct tf_config *c = f->c;
 	for (int i = 0; i < R; i++)
 		if (ids[i] < 0 || (uint32_t)ids[i] >= c->vocab)
 			return tf_err(TF_ERR_ARG, "forward: token %d outside the vocabulary of %u",
 				      ids[i], c->vocab);
 	f->R = R;
 	f->taps = taps;
+	f->draft = draft;
+	f->hidden = hidden;
 	f->ids = ids;
 	f->pos = pos;
 	f->seq = seq;
@@ -984,7 +1095,8 @@ tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int
 	tf_status st;
 	if (!f->segs || !f->sel || !f->n_sel || !f->cand)
 		st = tf_err(TF_ERR_NOMEM, "forward: out of memory");
-	else if (!(st = segments(f)) && !(st = run_blocks(f, logits)))
+	else if (!(st = segments(f)) && (draft || !(st = reserve(f))) &&
+		 !(st = run_blocks(f, logits)) && !draft)
 		for (int s = 0; s < f->nsegs && !st; s++)
 			st = tf_kv_commit(f->kv, f->segs[s].seq, f->segs[s].pos0 + f->segs[s].n);
 	tmp_release_from(f, 0);

@@ -24,7 +24,12 @@
  * every rank's streams and caches hold the same bits. World 1 makes no
  * collective call.
  *
- * State of this version: the DSpark (MTP) blocks are not run. Weights are dense tensors or EXL3 handles (struct
+ * The DSpark (MTP) blocks run in their own call, tf_fwd_draft (spec §13):
+ * a draft pass over each sequence's block of rows after its last position,
+ * reading the blocks' window rings (context rows written by dspark.h) and
+ * writing nothing; at world > 1 with the same collectives.
+ *
+ * Weights are dense tensors or EXL3 handles (struct
  * tf_lin). Between the ops, rows move on the host: the KV cache lives in
  * host memory (kv.h) and the forward gathers key tables, expert rows and
  * output groups with memcpy, which assumes tensors the host can address (the
@@ -74,8 +79,15 @@ struct tf_fwd_weights {
 	struct tf_tensor embed;       /* [V/w, D] bf16: the rank's vocabulary rows */
 	struct tf_tensor norm;        /* [D] */
 	struct tf_lin head;           /* [V/w, D]: the rank's vocabulary columns */
-	struct tf_fwd_layer *layers;  /* [layers] */
+	struct tf_fwd_layer *layers;  /* [layers], then [mtp_layers] DSpark blocks when
+				       * mtp_norm is set */
+	struct tf_tensor mtp_norm;    /* [D]: the last DSpark block's norm, or empty
+				       * (no draft pass) */
 };
+
+/* y = x W^T on be: l's EXL3 weights or its dense tensor (ops.h). */
+tf_status tf_fwd_lin(struct tf_be *be, const struct tf_lin *l, const struct tf_tensor *x,
+		       struct tf_tensor *y);
 
 /* The Engram rows of R rows for Engram layer `layer` (spec §11): rows
  * [R, n_cols * engram_head_dim] bf16 of the hash columns [c0, c0+n_cols)
@@ -89,7 +101,7 @@ typedef tf_status (*tf_engram_rows_fn)(void *ctx, uint32_t layer, int R, const i
 struct tf_fwd;
 
 /* The KV cache shape the forward needs for c (window rings of the backbone
- * layers, one source per KV source layer). */
+ * layers and the DSpark blocks, one source per KV source layer). */
 void tf_fwd_kv_config(const struct tf_config *c, int64_t pages, int slots, int64_t max_positions,
 		      struct tf_kv_config *out);
 /* A forward over be, c, w and kv (all borrowed; they outlive it). engram
@@ -111,7 +123,8 @@ void tf_fwd_free(struct tf_fwd *f);
 
 struct tf_phases;
 /* Time the call's phases on p (phases.h; NULL: off): "embed", "L<i>.engram",
- * "L<i>.attn", "L<i>.moe" for each block, "head". p is borrowed. */
+ * "L<i>.attn", "L<i>.moe" for each block (DSpark blocks included), "head".
+ * p is borrowed. */
 void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p);
 
 /* Run R rows (one call at a time per forward; the backend's threads work
@@ -125,5 +138,24 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
  * X_s) of the streams entering each target block L. */
 tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, float *logits, uint16_t *taps);
+
+/* The DSpark draft pass (spec §13): R rows, each sequence's rows
+ * consecutive at positions len .. len + n - 1 of its (unchanged) length
+ * len; ids are [anchor, noise...]. The rows run the DSpark blocks from the
+ * identity pre; a row at P + i attends to its block's context rows
+ * max(0, P + i - window + 1) .. P - 1 and to every draft row of its
+ * sequence (non-causal; the draft rows pass through the window format as
+ * if stored). logits [R, vocab] f32 = head(RMS(h; mtp_norm)) without the
+ * Markov bias, and h [R, D] bf16 bits into hidden when not NULL. Writes no
+ * cache state. TF_ERR_UNSUPPORTED when the weights have no DSpark blocks. */
+tf_status tf_fwd_draft(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+		       const int *seq, float *logits, uint16_t *hidden);
+/* The key lists of a draft pass (exposed for tests): n draft rows at
+ * P .. P + n - 1 over a key table of the context rows lo .. P - 1 (lo =
+ * max(0, P - window + 1)) then the n draft rows. Row i's keys are the
+ * context rows max(lo, P + i - window + 1) .. P - 1, then every draft row,
+ * as ops.h's key_off [n + 1] and key_idx (either may be NULL). Returns the
+ * keys in all. */
+int64_t tf_fwd_draft_keys(int64_t P, int n, int64_t window, int32_t *off, int32_t *idx);
 
 #endif

@@ -2,8 +2,9 @@
  *
  * Rank 0 runs on the caller's thread; ranks 1..world-1 each have a thread
  * that waits for a round (a generation count under one mutex), runs its
- * model's forward and reports. Ranks other than 0 write their logits to
- * scratch of their own: every rank gathers the same logits. */
+ * model's forward (or DSpark draft) and reports. Ranks other than 0 write
+ * their logits (or drafts) to scratch of their own: every rank gathers the
+ * same logits and draws the same drafts. */
 #include "compute/group.h"
 
 #include <pthread.h>
@@ -25,6 +26,9 @@ struct worker {
 	bool started;
 	float *logits;       /* scratch [cap] */
 	size_t cap;
+	int32_t *draft;      /* draft rounds: scratch [dcap] */
+	float *conf;         /* [dcap] */
+	size_t dcap;
 	tf_status st;
 	char msg[512];
 };
@@ -39,19 +43,26 @@ struct tf_model_group {
 	uint64_t gen;        /* rounds started */
 	int pending;         /* workers still running the round */
 	bool quit;
-	/* the round */
+	/* the round: a forward of R rows, or a draft of R sequences (anchor set) */
 	int R;
 	const int32_t *ids;
 	const int64_t *pos;
 	const int *seq;
+	const int32_t *anchor;
+	const struct tf_sample_params *params;
+	bool want_conf;
 	tf_status failed;    /* a rank failed earlier: the group is unusable */
 	char why[512];
 };
 
-/* One rank's forward; on failure, end every rank's waits. */
-static tf_status run_rank(struct tf_model_group *g, int r, float *logits, char *msg, size_t n)
+/* One rank's forward (into logits) or draft (into draft, conf); on
+ * failure, end every rank's waits. */
+static tf_status run_rank(struct tf_model_group *g, int r, float *logits, int32_t *draft,
+			  float *conf, char *msg, size_t n)
 {
-	tf_status st = tf_model_forward(g->m[r], g->R, g->ids, g->pos, g->seq, logits);
+	tf_status st = g->anchor
+			       ? tf_model_draft(g->m[r], g->R, g->seq, g->anchor, g->params, draft, conf)
+			       : tf_model_forward(g->m[r], g->R, g->ids, g->pos, g->seq, logits);
 	if (st) {
 		snprintf(msg, n, "rank %d: %s", r, tf_errmsg(st));
 		tf_comm_abort(tf_host_group_comm(g->hg, r));
@@ -72,7 +83,8 @@ static void *worker_main(void *arg)
 			break;
 		seen = g->gen;
 		pthread_mutex_unlock(&g->mu);
-		w->st = run_rank(g, w->rank, w->logits, w->msg, sizeof w->msg);
+		w->st = run_rank(g, w->rank, w->logits, w->draft, g->want_conf ? w->conf : NULL, w->msg,
+				 sizeof w->msg);
 		pthread_mutex_lock(&g->mu);
 		if (--g->pending == 0)
 			pthread_cond_signal(&g->done);
@@ -136,6 +148,8 @@ void tf_model_group_free(struct tf_model_group *g)
 		if (g->w[r].started)
 			pthread_join(g->w[r].th, NULL);
 		free(g->w[r].logits);
+		free(g->w[r].draft);
+		free(g->w[r].conf);
 	}
 	for (int r = 0; r < g->world; r++)
 		tf_model_free(g->m[r]);
@@ -231,6 +245,35 @@ void tf_model_group_seq_free(struct tf_model_group *g, int seq)
 		tf_model_seq_free(g->m[r], seq);
 }
 
+/* Run the round set in g on every rank: rank 0's outputs into logits, or
+ * draft and conf. */
+static tf_status run_round(struct tf_model_group *g, float *logits, int32_t *draft, float *conf)
+{
+	pthread_mutex_lock(&g->mu);
+	g->pending = g->world - 1;
+	g->gen++;
+	pthread_cond_broadcast(&g->go);
+	pthread_mutex_unlock(&g->mu);
+	char msg[512] = "";
+	tf_status st = run_rank(g, 0, logits, draft, conf, msg, sizeof msg);
+	pthread_mutex_lock(&g->mu);
+	while (g->pending)
+		pthread_cond_wait(&g->done, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	/* the first failure that is not another rank's abort says why */
+	for (int r = 1; r < g->world && (!st || st == TF_ERR_CANCELLED); r++)
+		if (g->w[r].st && (!st || g->w[r].st != TF_ERR_CANCELLED)) {
+			st = g->w[r].st;
+			snprintf(msg, sizeof msg, "%s", g->w[r].msg);
+		}
+	if (st) {
+		g->failed = st;
+		snprintf(g->why, sizeof g->why, "%s", msg);
+		return tf_err(st, "model group: %s", msg);
+	}
+	return TF_OK;
+}
+
 tf_status tf_model_group_forward(struct tf_model_group *g, int R, const int32_t *ids,
 				 const int64_t *pos, const int *seq, float *logits)
 {
@@ -252,28 +295,58 @@ tf_status tf_model_group_forward(struct tf_model_group *g, int R, const int32_t 
 			w->cap = need;
 		}
 	}
-	pthread_mutex_lock(&g->mu);
-	g->R = R, g->ids = ids, g->pos = pos, g->seq = seq;
-	g->pending = g->world - 1;
-	g->gen++;
-	pthread_cond_broadcast(&g->go);
-	pthread_mutex_unlock(&g->mu);
-	char msg[512] = "";
-	st = run_rank(g, 0, logits, msg, sizeof msg);
-	pthread_mutex_lock(&g->mu);
-	while (g->pending)
-		pthread_cond_wait(&g->done, &g->mu);
-	pthread_mutex_unlock(&g->mu);
-	/* the first failure that is not another rank's abort says why */
-	for (int r = 1; r < g->world && (!st || st == TF_ERR_CANCELLED); r++)
-		if (g->w[r].st && (!st || g->w[r].st != TF_ERR_CANCELLED)) {
-			st = g->w[r].st;
-			snprintf(msg, sizeof msg, "%s", g->w[r].msg);
-		}
-	if (st) {
-		g->failed = st;
-		snprintf(g->why, sizeof g->why, "%s", msg);
-		return tf_err(st, "model group: %s", msg);
+	g->R = R, g->ids = ids, g->pos = pos, g->seq = seq, g->anchor = NULL;
+	return run_round(g, logits, NULL, NULL);
+}
+
+int tf_model_group_draft_block(const struct tf_model_group *g)
+{
+	return tf_model_draft_block(g->m[0]);
+}
+
+tf_status tf_model_group_draft(struct tf_model_group *g, int n, const int *seq,
+			       const int32_t *anchor, const struct tf_sample_params *params,
+			       int32_t *draft, float *confidence)
+{
+	if (g->world == 1)
+		return tf_model_draft(g->m[0], n, seq, anchor, params, draft, confidence);
+	if (g->failed)
+		return tf_err(g->failed, "model group: unusable after an earlier failure: %s", g->why);
+	int B = tf_model_draft_block(g->m[0]);
+	if (!B)
+		return tf_err(TF_ERR_UNSUPPORTED, "model group: the pack has no DSpark blocks");
+	if (n < 1 || !seq || !anchor || !draft)
+		return tf_err(TF_ERR_ARG, "model group: %d sequences, or a missing array", n);
+	/* what a rank would refuse, refused before any rank runs: the draft
+	 * rows of each sequence, [anchor, noise...] at its length */
+	uint32_t V = tf_model_config(g->m[0])->vocab;
+	for (int i = 0; i < n; i++) {
+		if (anchor[i] < 0 || (uint32_t)anchor[i] >= V)
+			return tf_err(TF_ERR_ARG, "model group: token id %d of %u", anchor[i], V);
+		for (int q = 0; q < i; q++)
+			if (seq[q] == seq[i])
+				return tf_err(TF_ERR_ARG, "model group: sequence %d drafts twice", seq[i]);
+		int64_t P = tf_model_seq_len(g->m[0], seq[i]);
+		tf_status st = tf_model_check_rows(g->m[0], 1, &anchor[i], &P, &seq[i]);
+		if (st)
+			return st;
 	}
-	return TF_OK;
+	size_t need = (size_t)n * (size_t)B;
+	for (int r = 1; r < g->world; r++) {
+		struct worker *w = &g->w[r];
+		if (w->dcap < need) {
+			int32_t *d = realloc(w->draft, need * sizeof *d);
+			if (d)
+				w->draft = d;
+			float *c = realloc(w->conf, need * sizeof *c);
+			if (c)
+				w->conf = c;
+			if (!d || !c)
+				return tf_err(TF_ERR_NOMEM, "model group: drafts of %d sequences", n);
+			w->dcap = need;
+		}
+	}
+	g->R = n, g->seq = seq, g->anchor = anchor, g->params = params;
+	g->want_conf = confidence != NULL; /* the others compute them when rank 0 does */
+	return run_round(g, NULL, draft, confidence);
 }

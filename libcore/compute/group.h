@@ -45,4 +45,12 @@ void tf_model_group_seq_free(struct tf_model_group *g, int seq);
 tf_status tf_model_group_forward(struct tf_model_group *g, int R, const int32_t *ids,
 				 const int64_t *pos, const int *seq, float *logits);
 
+/* DSpark drafting on every rank (model.h's tf_model_draft: the draft pass
+ * runs the collectives of the forward); rank 0's drafts and confidences,
+ * which every rank draws alike. */
+int tf_model_group_draft_block(const struct tf_model_group *g);
+tf_status tf_model_group_draft(struct tf_model_group *g, int n, const int *seq,
+			       const int32_t *anchor, const struct tf_sample_params *params,
+			       int32_t *draft, float *confidence);
+
 #endif

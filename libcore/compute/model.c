@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/file.h"
 #include "compute/model_impl.h"
 #include "compute/ops.h"
@@ -222,6 +223,9 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 	    (st = tf_fwd_new_tp(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, m->comm,
 				&m->fwd)))
 		goto fail;
+	if (c->mtp_layers &&
+	    (st = tf_dspark_new(m->be, c, &m->w, &m->dw, m->kv, m->fwd, &m->dspark)))
+		goto fail;
 	*out = m;
 	return TF_OK;
 fail:
@@ -233,6 +237,8 @@ void tf_model_free(struct tf_model *m)
 {
 	if (!m)
 		return;
+	tf_dspark_free(m->dspark);
+	free(m->taps);
 	tf_fwd_free(m->fwd);
 	tf_kv_free(m->kv);
 	tf_be_free(m->be);
@@ -336,5 +342,31 @@ tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const 
 		if (st)
 			return st;
 	}
-	return tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
+	if (!m->dspark)
+		return tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
+	/* with DSpark: the taps give the blocks' context rows of these positions */
+	if (R > m->taps_rows) {
+		uint16_t *t = tf_alloc_array((size_t)R * m->c.n_dspark_targets * m->c.hidden,
+					     sizeof *t);
+		if (!t)
+			return tf_err(TF_ERR_NOMEM, "model: taps of %d rows", R);
+		free(m->taps);
+		m->taps = t;
+		m->taps_rows = R;
+	}
+	tf_status st = tf_fwd_run_taps(m->fwd, R, ids, pos, seq, logits, m->taps);
+	return st ? st : tf_dspark_context(m->dspark, R, m->taps, pos, seq);
+}
+
+int tf_model_draft_block(const struct tf_model *m)
+{
+	return m->dspark ? tf_dspark_block(m->dspark) : 0;
+}
+
+tf_status tf_model_draft(struct tf_model *m, int n, const int *seq, const int32_t *anchor,
+			 const struct tf_sample_params *params, int32_t *draft, float *confidence)
+{
+	if (!m->dspark)
+		return tf_err(TF_ERR_UNSUPPORTED, "model: the pack has no DSpark blocks");
+	return tf_dspark_draft(m->dspark, n, seq, anchor, params, draft, confidence);
 }

@@ -18,6 +18,9 @@
  * consecutive and continue it (the first at its length). One call at a
  * time per model.
  *
+ * DSpark (when the pack has its blocks): every forward call also writes
+ * the blocks' context rows, and tf_model_draft drafts the next tokens.
+ *
  * Engram rows: a table row holds 256 values (engram_rows.h); each of the
  * hash's columns contributes the first engram_head_dim of them (all 256 in
  * the release), columns concatenated in order. */
@@ -84,8 +87,22 @@ int64_t tf_model_free_pages(const struct tf_model *m);
 tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *ids,
 			      const int64_t *pos, const int *seq);
 
-/* Run R rows: ids, positions and sequences per row; logits [R, vocab] f32. */
+/* Run R rows: ids, positions and sequences per row; logits [R, vocab] f32.
+ * With DSpark blocks, also writes their context rows of these positions. */
 tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
 			   const int *seq, float *logits);
+
+/* DSpark drafting (compute/dspark.h): tokens one draft gives (the config's
+ * dspark_block), 0 when the pack has none. */
+int tf_model_draft_block(const struct tf_model *m);
+/* Draft for n distinct sequences: anchor[s] is the token the target chose
+ * for position P = tf_model_seq_len(seq[s]) (not yet run). draft [n, block]
+ * gets the tokens for P + 1 .. P + block, drawn by params[s] (NULL:
+ * greedy; sample.h's keyed rule at the position each token will occupy);
+ * confidence [n, block] in (0, 1), or NULL (NaN without a confidence
+ * head). Changes no sequence. TF_ERR_UNSUPPORTED without DSpark blocks. */
+struct tf_sample_params;
+tf_status tf_model_draft(struct tf_model *m, int n, const int *seq, const int32_t *anchor,
+			 const struct tf_sample_params *params, int32_t *draft, float *confidence);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compute/dspark.h"
 #include "compute/forward.h"
 #include "compute/model.h"
 #include "model/engram_hash.h"
@@ -35,6 +36,10 @@ struct tf_model {
 	struct tf_kv *kv;
 	struct tf_fwd *fwd;
 	struct tf_fwd_weights w;
+	struct tf_dspark_weights dw; /* DSpark (spec §13) */
+	struct tf_dspark *dspark;    /* NULL: the pack has no DSpark blocks */
+	uint16_t *taps;              /* [taps_rows, targets, D] */
+	int taps_rows;
 	struct tf_exl3_layer *q;   /* [plan.ngroups] */
 	void **mem;                /* every buffer the weights use */
 	size_t nmem, capmem;

@@ -31,8 +31,10 @@ static struct tf_lin *group_lin(struct tf_model *m, const struct tf_group_spec *
 {
 	if (g->proj == TF_PROJ_HEAD)
 		return &m->w.head;
-	if (g->layer >= m->c.layers)
-		return NULL; /* DSpark blocks: not run in this version */
+	if (g->proj == TF_PROJ_MAIN_PROJ)
+		return &m->dw.main_proj;
+	if (g->layer >= tf_config_all_layers(&m->c))
+		return NULL;
 	struct tf_fwd_layer *l = &m->w.layers[g->layer];
 	uint32_t per = m->c.o_groups / m->world;
 	switch (g->proj) {
@@ -79,8 +81,23 @@ static enum hold native_place(struct tf_model *m, const struct tf_native_spec *s
 			return *t = &m->w.norm, HOLD_F32;
 		return HOLD_NONE;
 	}
-	if (s->layer >= m->c.layers)
+	if (s->layer >= tf_config_all_layers(&m->c))
 		return HOLD_NONE;
+	if (s->layer >= m->c.layers) { /* DSpark's own natives (names.h) */
+		char b[TF_NAME_MAX];
+		tf_names_block(&m->c, s->layer, b);
+		const char *n = s->name + strlen(b) + 1;
+		if (!strcmp(n, "main_norm.weight"))
+			return *t = &m->dw.main_norm, HOLD_F32;
+		if (!strcmp(n, "norm.weight"))
+			return *t = &m->w.mtp_norm, HOLD_F32;
+		if (!strcmp(n, "markov_head.embed.weight"))
+			return *t = &m->dw.markov_embed, HOLD_HALF;
+		if (!strcmp(n, "markov_head.head.weight"))
+			return *t = &m->dw.markov_head, HOLD_HALF;
+		if (!strcmp(n, "confidence_head.proj.weight"))
+			return *t = &m->dw.confidence, HOLD_F32;
+	}
 	struct tf_fwd_layer *l = &m->w.layers[s->layer];
 	static const struct {
 		const char *suffix;
@@ -160,12 +177,13 @@ static tf_status group_part(const struct tf_model *m, const struct tf_plan_group
 static tf_status alloc_layers(struct tf_model *m)
 {
 	const struct tf_config *c = &m->c;
-	m->w.layers = tf_model_keep(m, c->layers * sizeof *m->w.layers);
+	uint32_t all = tf_config_all_layers(c); /* the DSpark blocks after the backbone */
+	m->w.layers = tf_model_keep(m, all * sizeof *m->w.layers);
 	m->q = calloc(m->plan.ngroups ? m->plan.ngroups : 1, sizeof *m->q);
 	if (!m->w.layers || !m->q)
 		return tf_err(TF_ERR_NOMEM, "model: layers");
-	memset(m->w.layers, 0, c->layers * sizeof *m->w.layers);
-	for (uint32_t L = 0; L < c->layers; L++) {
+	memset(m->w.layers, 0, all * sizeof *m->w.layers);
+	for (uint32_t L = 0; L < all; L++) {
 		struct tf_fwd_layer *l = &m->w.layers[L];
 		size_t E = tf_config_experts_of(c, L);
 		l->w1 = tf_model_keep(m, E * sizeof *l->w1);

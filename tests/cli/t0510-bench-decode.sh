@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tf-bench decode --backend cpu: prefill and decode rates of a tiny pack
-# (written by tf-pack-synth, and through --preset), JSON, and refusals: a
+# (written by tf-pack-synth, and through --preset), JSON, the acceptance of
+# DSpark drafts (--draft), and refusals: a
 # bad pack (exit 65), another backend (69), neither or both of --pack and
 # --preset (64).
 . "$TF_TESTS/lib.sh"
@@ -18,6 +19,16 @@ expect_rc 0
 expect_out '^model +rows +ctx'
 expect_out '^tiny +1 +4 +1 '
 
+# with DSpark drafts: every step gains 1 to block + 1 tokens per sequence
+run tf-bench decode --backend cpu --pack pack -r 1,3 --ctx 6 -j 2 -t 0.05 --draft --json
+expect_rc 0
+expect_json 'j.length == 2 && j.every(r => r.draft_block == 3 && r.spec_steps >= 1 && r.spec_tps > 0 && r.draft_ms > 0)'
+expect_json 'j.every(r => r.drafted == 3 * r.rows * r.spec_steps && r.accepted >= 0 && r.accepted <= r.drafted)'
+expect_json 'j.every(r => r.tokens_per_step >= 1 && r.tokens_per_step <= 4 && Math.abs(r.accept_rate - r.accepted / r.drafted) < 1e-3)'
+run tf-bench decode --backend cpu --pack pack -r 1 --ctx 4 -t 0.02 --draft
+expect_rc 0
+expect_out '^model +rows +ctx .* accept +tok/step +spec-t/s +draft-ms'
+
 # a config that no longer matches the tensors
 sed -i 's/"hidden_size": *256/"hidden_size": 384/' pack/config.json
 run tf-bench decode --backend cpu --pack pack -r 1 --ctx 4 -t 0.02
@@ -25,7 +36,8 @@ expect_rc 65
 expect_err "^tf-bench: decode: pack"
 
 run tf-bench decode --backend cpu --pack nonexistent -r 1
-[ "$rc" -ne 0 ] || fail "a missing pack should fail"
+expect_rc 66
+expect_err "does not exist"
 
 run tf-bench decode --pack pack
 expect_rc 69

@@ -2,7 +2,10 @@
  * written from dsv41-forward-spec.md (not from forward.c): one sequence of
  * the tiny preset, random dense weights, bf16 caches (so the reference needs
  * no cache formats), bf16 roundings at the spec's points. The two differ by
- * fp32 against fp64 sums; the worst logit difference is printed and bounded. */
+ * fp32 against fp64 sums; the worst logit difference is printed and bounded.
+ * With nothing discrete in the way, the DSpark half (§13: context rows,
+ * draft pass, Markov draws, confidences) is compared too. */
+#include "compute/sample.h"
 #include "forward_model.h"
 
 #define TT 12
@@ -550,6 +553,232 @@ static void forward_ref(struct ref *r, double *logits, double *taps)
 	free(CF);
 }
 
+/* §13 in fp64. The context rows of the T target rows from the reference's
+ * taps (ctx[i] [T][hd] for DSpark block i), then the draft pass of
+ * [anchor, noise...] at P = T: base logits [B][V] (no Markov bias) and h
+ * [B][D]. Keys of the row at P + j: context rows max(0, P + j - window +
+ * 1) .. P - 1, then all B draft rows. */
+static void draft_ref(struct ref *r, const struct tf_fwd_weights *w,
+		      const struct tf_dspark_weights *dw, const double *taps, int32_t anchor,
+		      double *logits, double *hid)
+{
+	const struct tf_config *c = r->c;
+	int T = r->T, S = (int)c->hc_mult, B = (int)c->dspark_block, W = (int)c->window;
+	int64_t D = c->hidden, hd = c->head_dim, H = c->heads, ql = c->q_lora, V = c->vocab;
+	int64_t G = c->o_groups, ol = c->o_lora, hg = H / G, nt = c->n_dspark_targets;
+	double *ctx = malloc(sizeof(double) * c->mtp_layers * T * hd);
+	double mx[1024], tmp[4096], cl[1024];
+	for (int t = 0; t < T; t++) {
+		mv(&dw->main_proj.w, taps + t * nt * D, nt * D, D, tmp, 1);
+		rms(tmp, D, &dw->main_norm, c->eps, mx);
+		for (uint32_t i = 0; i < c->mtp_layers; i++) {
+			const struct tf_fwd_layer *l = &w->layers[c->layers + i];
+			double *row = ctx + (i * T + t) * hd;
+			mv(&l->wkv.w, mx, D, hd, tmp, 1);
+			rms(tmp, hd, &l->kv_norm, c->eps, row);
+			rope(row, hd, t, &r->plain, 0);
+			for (int64_t k = 0; k < hd; k++)
+				row[k] = bfr(row[k]);
+		}
+	}
+	double *X = malloc(sizeof(double) * B * S * D), *x = malloc(sizeof(double) * B * D);
+	double *br = malloc(sizeof(double) * B * D), *q = malloc(sizeof(double) * B * H * hd);
+	double *kv = malloc(sizeof(double) * B * hd), *o = malloc(sizeof(double) * H * hd);
+	double pin[8][8] = {{0}}, pA[8][8], pF[8][8], poA[8][8], poF[8][8], CA[8][64], CF[8][64];
+	for (int j = 0; j < B; j++) {
+		int32_t id = j ? (int32_t)c->dspark_noise_token : anchor;
+		for (int s2 = 0; s2 < S; s2++)
+			for (int64_t d = 0; d < D; d++)
+				X[(j * S + s2) * D + d] = val(&w->embed, id * D + d);
+		pin[j][0] = 1;
+	}
+	for (uint32_t i = 0; i < c->mtp_layers; i++) {
+		uint32_t L = c->layers + i;
+		const struct tf_fwd_layer *l = &w->layers[L];
+		for (int j = 0; j < B; j++) {
+			mix(c, l, 0, X + j * S * D, pA[j], poA[j], CA[j]);
+			collapse(S, D, X + j * S * D, pin[j], cl);
+			rms(cl, D, &l->attn_norm, c->eps, x + j * D);
+			double qa[1024], qn[1024];
+			mv(&l->wq_a.w, x + j * D, D, ql, qa, 1);
+			rms(qa, ql, &l->q_norm, c->eps, qn);
+			mv(&l->wkv.w, x + j * D, D, hd, tmp, 1);
+			rms(tmp, hd, &l->kv_norm, c->eps, kv + j * hd);
+			rope(kv + j * hd, hd, T + j, &r->plain, 0);
+			for (int64_t k = 0; k < hd; k++)
+				kv[j * hd + k] = bfr(kv[j * hd + k]);
+			mv(&l->wq_b.w, qn, ql, H * hd, q + j * H * hd, 1);
+			for (int64_t h = 0; h < H; h++) {
+				rope(q + (j * H + h) * hd, hd, T + j, &r->plain, 0);
+				for (int64_t k = 0; k < hd; k++)
+					q[(j * H + h) * hd + k] = bfr(q[(j * H + h) * hd + k]);
+			}
+		}
+		for (int j = 0; j < B; j++) {
+			const double *keys[256];
+			int nk = 0;
+			for (int p = T + j - W + 1 < 0 ? 0 : T + j - W + 1; p < T; p++)
+				keys[nk++] = ctx + (i * T + p) * hd;
+			for (int j2 = 0; j2 < B; j2++) /* non-causal */
+				keys[nk++] = kv + j2 * hd;
+			for (int64_t h = 0; h < H; h++) {
+				const double *qh = q + (j * H + h) * hd;
+				double z[256], sink = val(&l->sink, h), m = sink, sum = 0;
+				for (int k = 0; k < nk; k++) {
+					double d = 0;
+					for (int64_t e = 0; e < hd; e++)
+						d += qh[e] * keys[k][e];
+					z[k] = d / sqrt((double)hd);
+					m = fmax(m, z[k]);
+				}
+				for (int k = 0; k < nk; k++)
+					sum += exp(z[k] - m);
+				sum += exp(sink - m);
+				double *oh = o + h * hd;
+				for (int64_t e = 0; e < hd; e++) {
+					double a = 0;
+					for (int k = 0; k < nk; k++)
+						a += exp(z[k] - m) / sum * keys[k][e];
+					oh[e] = a;
+				}
+				rope(oh, hd, T + j, &r->plain, 1);
+				for (int64_t e = 0; e < hd; e++)
+					oh[e] = bfr(oh[e]);
+			}
+			double z[16 * 512];
+			for (int64_t gi = 0; gi < G; gi++)
+				mv(&l->wo_a[gi].w, o + gi * hg * hd, hg * hd, ol, z + gi * ol, 1);
+			mv(&l->wo_b.w, z, G * ol, D, br + j * D, 1);
+		}
+		for (int j = 0; j < B; j++) {
+			post_(S, D, X + j * S * D, br + j * D, poA[j], CA[j]);
+			mix(c, l, 1, X + j * S * D, pF[j], poF[j], CF[j]);
+			collapse(S, D, X + j * S * D, pA[j], cl);
+			rms(cl, D, &l->ffn_norm, c->eps, x + j * D);
+			cur_row = 0;
+			moe_ref(c, l, L, x + j * D, br + j * D);
+			post_(S, D, X + j * S * D, br + j * D, poF[j], CF[j]);
+			memcpy(pin[j], pF[j], sizeof pin[j]);
+		}
+	}
+	for (int j = 0; j < B; j++) {
+		collapse(S, D, X + j * S * D, pin[j], hid + j * D);
+		rms(hid + j * D, D, &w->mtp_norm, c->eps, x + j * D);
+		mv(&w->head.w, x + j * D, D, V, logits + j * V, 0);
+	}
+	free(ctx);
+	free(X);
+	free(x);
+	free(br);
+	free(q);
+	free(kv);
+	free(o);
+}
+
+/* The DSpark half on the forward of compare(): context rows from the
+ * forward's taps, the draft pass's base logits and h, and the greedy draws
+ * with the Markov bias and confidences, against draft_ref. */
+static void draft_compare(struct model *m, struct ref *r, struct tf_be *be, struct tf_kv *kv,
+			  struct tf_fwd *f, int s, const uint16_t *gtaps, const double *wtaps)
+{
+	const struct tf_config *c = &m->c;
+	int B = (int)c->dspark_block;
+	int64_t V = c->vocab, D = c->hidden, rank = c->dspark_markov_rank;
+	struct tf_dspark *d;
+	ck_assert_int_eq(tf_dspark_new(be, c, &m->w, &m->dw, kv, f, &d), TF_OK);
+	int64_t pos[TT];
+	int seq[TT];
+	for (int i = 0; i < TT; i++) {
+		pos[i] = i;
+		seq[i] = s;
+	}
+	ck_assert_int_eq(tf_dspark_context(d, TT, gtaps, pos, seq), TF_OK);
+	const int32_t anchor = 123;
+	int32_t ids[8];
+	int64_t dpos[8];
+	for (int j = 0; j < B; j++) {
+		ids[j] = j ? (int32_t)c->dspark_noise_token : anchor;
+		dpos[j] = TT + j;
+		seq[j] = s;
+	}
+	float *got = malloc(sizeof(float) * B * V);
+	uint16_t *gh = malloc(sizeof(uint16_t) * B * D);
+	double *want = malloc(sizeof(double) * B * V), *wh = malloc(sizeof(double) * B * D);
+	ck_assert_int_eq(tf_fwd_draft(f, B, ids, dpos, seq, got, gh), TF_OK);
+	ck_assert_int_eq(tf_kv_len(kv, s), TT); /* nothing written */
+	draft_ref(r, &m->w, &m->dw, wtaps, anchor, want, wh);
+	double scale = 0, worst = 0, hs = 0, hw = 0;
+	for (int64_t i = 0; i < B * V; i++) {
+		scale = fmax(scale, fabs(want[i]));
+		worst = fmax(worst, fabs(got[i] - want[i]));
+	}
+	for (int64_t i = 0; i < B * D; i++) {
+		hs = fmax(hs, fabs(wh[i]));
+		hw = fmax(hw, fabs(tf_bf16_to_f32(gh[i]) - wh[i]));
+	}
+	fprintf(stderr, "draft pass vs fp64 reference: logits within %.3g (largest %.3g), h within "
+		"%.3g (largest %.3g)\n", worst, scale, hw, hs);
+	ck_assert(worst <= 0.02 * scale && hw <= 0.02 * hs);
+	/* the draws: base + head_M . embed_M[prev], greedy; confidence
+	 * sigmoid(proj . [h || embed_M[prev]]) */
+	int32_t tok[8];
+	float conf[8];
+	ck_assert_int_eq(tf_dspark_draft(d, 1, &s, &anchor, NULL, tok, conf), TF_OK);
+	int32_t prev = anchor;
+	int checked = 0;
+	for (int j = 0; j < B; j++) {
+		double best = -INFINITY, second = -INFINITY, cf = 0;
+		int32_t arg = -1;
+		for (int64_t v = 0; v < V; v++) {
+			double b = want[j * V + v];
+			for (int64_t k = 0; k < rank; k++)
+				b += val(&m->dw.markov_head, v * rank + k) *
+				     val(&m->dw.markov_embed, prev * rank + k);
+			if (b > best) {
+				second = best;
+				best = b;
+				arg = (int32_t)v;
+			} else if (b > second) {
+				second = b;
+			}
+		}
+		for (int64_t k = 0; k < D; k++)
+			cf += val(&m->dw.confidence, k) * wh[j * D + k];
+		for (int64_t k = 0; k < rank; k++)
+			cf += val(&m->dw.confidence, D + k) * val(&m->dw.markov_embed, prev * rank + k);
+		cf = sigm(cf);
+		ck_assert_msg(fabs(conf[j] - cf) < 0.02, "confidence %d: %.4f, want %.4f", j, conf[j], cf);
+		if (best - second < 0.02 * scale)
+			break; /* a near-tie: fp32 and fp64 may draw apart from here */
+		ck_assert_msg(tok[j] == arg, "draft %d: %d, want %d", j, tok[j], arg);
+		checked++;
+		prev = arg;
+	}
+	fprintf(stderr, "draft draws: %d of %d checked against the reference\n", checked, B);
+	/* a sampled draft is the keyed draw of base + bias at the position each
+	 * token will occupy (T + 1 + j), the previous draw feeding the bias */
+	struct tf_sample_params sp = {.seed = 7, .temperature = 1.0};
+	ck_assert_int_eq(tf_dspark_draft(d, 1, &s, &anchor, &sp, tok, conf), TF_OK);
+	struct tf_sampler *smp;
+	ck_assert_int_eq(tf_sampler_new((size_t)V, &smp), TF_OK);
+	float *row = malloc(sizeof(float) * V);
+	prev = anchor;
+	for (int j = 0; j < B; j++) {
+		ck_assert_int_eq(tf_dspark_markov_bias(d, 1, &prev, row), TF_OK);
+		for (int64_t v = 0; v < V; v++)
+			row[v] += got[j * V + v];
+		prev = tf_sample_row(smp, row, (size_t)V, (uint64_t)(TT + 1 + j), &sp);
+		ck_assert_int_eq(tok[j], prev);
+	}
+	free(row);
+	tf_sampler_free(smp);
+	free(got);
+	free(gh);
+	free(want);
+	free(wh);
+	tf_dspark_free(d);
+}
+
 /* The forward and the reference on TT tokens of the tiny preset (seed),
  * every expert routed (top-k = experts, so routing has no discrete choice),
  * optionally with selections that keep every row (index_topk and the
@@ -561,6 +790,7 @@ static int compare(uint64_t seed, int keep_all, int strict)
 	build(m, seed);
 	/* every expert routed: the weights stay continuous in the logits */
 	m->c.topk = m->c.experts;
+	m->c.dspark_topk = m->c.dspark_experts;
 	if (keep_all) {
 		m->c.index_topk = 64;
 		m->c.candidate_blocks = 64;
@@ -616,6 +846,7 @@ static int compare(uint64_t seed, int keep_all, int strict)
 			tworst = fmax(tworst, fabs(tf_bf16_to_f32(gtaps[i]) - wtaps[i]));
 		}
 		ck_assert_msg(tworst <= 0.02 * tmax, "taps differ by %.3g (largest %.3g)", tworst, tmax);
+		draft_compare(m, &r, be, kv, f, s, gtaps, wtaps);
 	}
 	double scale = 0, worst = 0;
 	for (int i = 0; i < TT * V; i++)

@@ -1,5 +1,7 @@
 /* forward_model.h: random dense weights of a preset for the forward tests
- * (check_forward.c, check_forward_ref.c), and their Engram row source. */
+ * (check_forward.c, check_forward_ref.c): the backbone, then the DSpark
+ * blocks and heads (drawn after it, so the backbone's values do not depend
+ * on them), and their Engram row source. */
 #ifndef TF_TESTS_FORWARD_MODEL_H
 #define TF_TESTS_FORWARD_MODEL_H
 
@@ -10,12 +12,14 @@
 
 #include "base/f16.h"
 #include "base/rng.h"
+#include "compute/dspark.h"
 #include "compute/forward.h"
 
 struct model {
 	struct tf_config c;
 	struct tf_fwd_weights w;
 	struct tf_fwd_layer layers[TF_CONFIG_MAX_LAYERS];
+	struct tf_dspark_weights dw;
 	void *mem[4096];
 	int nmem;
 	struct tf_rng rng;
@@ -67,7 +71,7 @@ static inline void build(struct model *m, uint64_t seed)
 	m->w.norm = rnd(m, TF_DT_F32, D, 1, 1, 0.1);
 	m->w.head = dense(m, c->vocab, D);
 	m->w.layers = m->layers;
-	for (uint32_t L = 0; L < c->layers; L++) {
+	for (uint32_t L = 0; L < tf_config_all_layers(c); L++) {
 		struct tf_fwd_layer *l = &m->layers[L];
 		int64_t E = tf_config_experts_of(c, L);
 		l->attn_norm = rnd(m, TF_DT_F32, D, 1, 1, 0.1);
@@ -116,6 +120,15 @@ static inline void build(struct model *m, uint64_t seed)
 			l->engram_wkv = dense(m, (S + 1) * D, width);
 			l->engram_qk = rnd(m, TF_DT_F32, S, D, 0, 1);
 		}
+	}
+	if (c->mtp_layers) {
+		int64_t nt = c->n_dspark_targets, V = c->vocab, rank = c->dspark_markov_rank;
+		m->w.mtp_norm = rnd(m, TF_DT_F32, D, 1, 1, 0.1);
+		m->dw.main_proj = dense(m, D, nt * D);
+		m->dw.main_norm = rnd(m, TF_DT_F32, D, 1, 1, 0.1);
+		m->dw.markov_embed = rnd(m, TF_DT_BF16, V, rank, 0, 1);
+		m->dw.markov_head = rnd(m, TF_DT_BF16, V, rank, 0, 1 / sqrt((double)rank));
+		m->dw.confidence = rnd(m, TF_DT_F32, D + rank, 1, 0, 1 / sqrt((double)(D + rank)));
 	}
 }
 
