@@ -11,6 +11,10 @@
  * Bytes moved: 32·n (read + write), which is what bandwidth is quoted on.
  * CPU twin: memcpy (nothing to round).
  *
+ * tf_empty does nothing: tf-bench times it with a GEMV's grid to measure
+ * the launch floor (launch, block scheduling and the kernel boundary of
+ * back-to-back launches in a graph).
+ *
  * tf_fill_u32 writes a hash of each index and a seed: test data that is
  * never zero-like and never the same twice (the host twin is
  * tf_fill_u32_host in tests/gpu/gpu_util.h). */
@@ -48,4 +52,9 @@ tf_fill_u32(uint32_t *__restrict__ dst, unsigned long long n, uint32_t seed)
 		x ^= x >> 13;
 		dst[i] = x;
 	}
+}
+
+extern "C" __global__ void __launch_bounds__(256) tf_empty(int unused)
+{
+	(void)unused;
 }

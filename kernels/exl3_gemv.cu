@@ -116,9 +116,14 @@ struct gemv_smem {
 	unsigned last;
 };
 
-template <int B, int CB, int R, bool MMA = (R > 1)>
+/* LEAN (one row only, NOTES.md v7): the fp16 pair sums run over a whole
+ * chunk (8 tiles, 16 products a half) before the fp32 flush, and one
+ * thread fences before the split-K counter, after the block's barrier. */
+template <int B, int CB, int R, bool MMA = (R > 1), bool LEAN = false>
 __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 {
+	static_assert(!LEAN || (R == 1 && !MMA), "the lean body is for one row");
+	constexpr int FLUSH = LEAN ? 8 : 2; /* tiles per fp32 flush */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int q = lane & 3, c0 = lane >> 2;
 	const int nb = blockIdx.x;
@@ -215,13 +220,13 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 			}
 		} else {
 #pragma unroll
-			for (int i = 0; i < 8; i += 2) {
+			for (int i = 0; i < 8; i += FLUSH) {
 				__half2 h[R][2];
 #pragma unroll
 				for (int r = 0; r < R; r++)
 					h[r][0] = h[r][1] = __float2half2_rn(0.f);
 #pragma unroll
-				for (int ii = 0; ii < 2; ii++) {
+				for (int ii = 0; ii < FLUSH; ii++) {
 					__half2 w[4];
 					decode8<B, CB>(t0[i + ii], t1[i + ii], t2[i + ii], lw.o, w);
 					const int kk = (i + ii) * 16 + 2 * q;
@@ -289,10 +294,14 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 			if (r < a.rows)
 				atomicAdd(acc_g + (size_t)r * a.n + c, sm.part[r][c]);
 		}
-		__threadfence();
+		if (!LEAN)
+			__threadfence();
 		__syncthreads();
-		if (threadIdx.x == 0)
+		if (threadIdx.x == 0) {
+			if (LEAN)
+				__threadfence(); /* cumulative over the barrier: the block's sums */
 			sm.last = atomicAdd(a.count + nb, 1u) == (unsigned)slices - 1;
+		}
 		__syncthreads();
 		if (!sm.last)
 			return;
@@ -364,6 +373,26 @@ EXL3_GEMV_CB(5)
 EXL3_GEMV_CB(6)
 EXL3_GEMV_CB(7)
 EXL3_GEMV_CB(8)
+
+/* v7: the lean one-row body (tf_exl3_gemv7_b<B>_cb<CB>, $TF_CUDA_EXL3_GEMV7=1). */
+#define EXL3_GEMV7(B, CB) \
+	extern "C" __global__ void __launch_bounds__(GEMV_THREADS) \
+	tf_exl3_gemv7_b##B##_cb##CB(const exl3_gemv_args a) \
+	{ \
+		__shared__ __align__(16) gemv_smem<1> sm; \
+		const gemv_job j = {a.trellis, a.suh, a.svh, a.x, nullptr, a.y, a.acc, a.count, \
+		                    a.k, a.n, a.rows, a.chunks_per_slice, a.y_bf16}; \
+		exl3_gemv<B, CB, 1, false, true>(j, sm); \
+	}
+#define EXL3_GEMV7_CB(B) EXL3_GEMV7(B, 0) EXL3_GEMV7(B, 1) EXL3_GEMV7(B, 2)
+EXL3_GEMV7_CB(1)
+EXL3_GEMV7_CB(2)
+EXL3_GEMV7_CB(3)
+EXL3_GEMV7_CB(4)
+EXL3_GEMV7_CB(5)
+EXL3_GEMV7_CB(6)
+EXL3_GEMV7_CB(7)
+EXL3_GEMV7_CB(8)
 
 /* Many experts, one launch: the block's task picks the expert, whose bit
  * width picks the body. */

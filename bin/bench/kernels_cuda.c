@@ -166,6 +166,26 @@ static tf_status experts_body(void *arg, void *stream)
 	return TF_OK;
 }
 
+/* The launch floor: an empty kernel on a GEMV's grid, launched as often. */
+struct empty_case {
+	tf_cu_func f;
+	unsigned gx, gy;
+	int launches;
+};
+
+static tf_status empty_body(void *arg, void *stream)
+{
+	struct empty_case *c = arg;
+	int unused = 0;
+	void *p[] = {&unused};
+	for (int i = 0; i < c->launches; i++) {
+		tf_status st = TF_CU(tf_cu->LaunchKernel(c->f, c->gx, c->gy, 1, 256, 1, 1, 0, stream, p, NULL));
+		if (st)
+			return st;
+	}
+	return TF_OK;
+}
+
 struct blas_case {
 	struct tf_cu_blas *b;
 	tf_cu_ptr *w;
@@ -356,8 +376,8 @@ int bench_kernels_cuda(void)
 	if (!bench.json) {
 		printf("device: %s, %d SMs, L2 %d MiB; copy kernel %.0f GB/s (read+write, 1 GiB)\n",
 		       dev.name, dev.sms, dev.l2_bytes >> 20, copy_gbs);
-		printf("%-12s %4s %5s %4s %9s %8s %6s %10s %8s %7s %10s\n", "shape KxN", "bits", "cb", "rows",
-		       "exl3 us", "GB/s", "%copy", "bf16 us", "GB/s", "speedup", "gemv16 us");
+		printf("%-12s %4s %5s %4s %9s %8s %6s %10s %8s %7s %10s %8s\n", "shape KxN", "bits", "cb", "rows",
+		       "exl3 us", "GB/s", "%copy", "bf16 us", "GB/s", "speedup", "gemv16 us", "floor us");
 	}
 	const unsigned l2 = (unsigned)dev.l2_bytes;
 	for (int s = 0; s < nshapes; s++) {
@@ -423,6 +443,7 @@ int bench_kernels_cuda(void)
 				for (int r = 0; r < nrows; r++) {
 					gc.rows = (uint32_t)rows[r];
 					double us, us16 = NAN; /* gemm: the GEMV per 16 rows */
+					double floor_us = NAN; /* an empty kernel on the GEMV's grid */
 					const char *op = "gemv";
 					if (rows[r] > TF_CU_EXL3_ROWS_MAX) {
 						if (!blas) {
@@ -435,22 +456,27 @@ int bench_kernels_cuda(void)
 						die_st(time_body(&t, t.gc, gemv16_body, &gc, gc.launches, &us16), "exl3 gemv16 timing");
 					} else {
 						die_st(time_body(&t, t.gc, gemv_body, &gc, gc.launches, &us), "exl3 timing");
+						struct tf_cu_exl3_plan p;
+						tf_cu_exl3_plan(&g, gc.rows, dev.sms, (int)bench.blocks_per_sm, &p);
+						struct empty_case ec = {.gx = p.grid_x, .gy = p.slices, .launches = gc.launches};
+						die_st(tf_cu_kernel("tf_empty", &ec.f), "empty kernel");
+						die_st(time_body(&t, t.gc, empty_body, &ec, ec.launches, &floor_us), "floor timing");
 					}
 					double gbs = tb / (us * 1e-6) / 1e9;
 					double bgbs = (double)2 * k * n / (bf_us[r] * 1e-6) / 1e9;
 					if (bench.json) {
-						json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i}",
+						json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i}",
 							"op", op, "k", k, "n", n, "bits", g.bits, "codebook", tf_exl3_cb_name(g.cb),
 							"rows", (int)rows[r], "us", us, "gbs", gbs, "pct_copy",
 							100 * gbs / copy_gbs, "bf16_us", isnan(bf_us[r]) ? -1.0 : bf_us[r],
 							"bf16_gbs", isnan(bf_us[r]) ? -1.0 : bgbs, "gemv16_us", isnan(us16) ? -1.0 : us16,
-							"trellis_bytes", (json_int_t)tb, "copies", gc.copies));
+							"floor_us", isnan(floor_us) ? -1.0 : floor_us, "trellis_bytes", (json_int_t)tb, "copies", gc.copies));
 					} else {
 						char shape[32];
 						snprintf(shape, sizeof(shape), "%ux%u", k, n);
-						printf("%-12s %4u %5s %4lld %9.2f %8.0f %5.1f%% %10.2f %8.0f %6.2fx %10.2f\n", shape,
+						printf("%-12s %4u %5s %4lld %9.2f %8.0f %5.1f%% %10.2f %8.0f %6.2fx %10.2f %8.2f\n", shape,
 						       g.bits, tf_exl3_cb_name(g.cb), (long long)rows[r], us, gbs,
-						       100 * gbs / copy_gbs, bf_us[r], bgbs, bf_us[r] / us, us16);
+						       100 * gbs / copy_gbs, bf_us[r], bgbs, bf_us[r] / us, us16, floor_us);
 						fflush(stdout);
 					}
 					if (nexp && rows[r] <= 4)

@@ -24,7 +24,7 @@ struct gemv1_args {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static tf_cu_func funcs[9][3][5];
+static tf_cu_func funcs[9][3][6]; /* slot 5: the lean one-row body (v7) */
 static tf_cu_func funcs1[9][3];
 static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
@@ -35,7 +35,7 @@ static unsigned funcs_generation; /* of the module the handles came from */
 
 /* Opt-in switches: -1 until read from the environment (on when set to
  * "1") or set by tf_cu_exl3_options. */
-static int opt_v5 = -1, opt_pdl = -1;
+static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1;
 
 static int env_flag(const char *name)
 {
@@ -150,7 +150,10 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
 	if (!*c) {
 		char name[64];
-		snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
+		if (slot == 5)
+			snprintf(name, sizeof(name), "tf_exl3_gemv7_b%u_cb%d", g->bits, (int)g->cb);
+		else
+			snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
 		st = tf_cu_kernel(name, c);
 	}
 	*f = *c;
@@ -254,6 +257,10 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		              ws ? ws->n_max : 0, L->g.n);
 	unsigned tmpl;
 	int slot = rows_slot(rows, &tmpl);
+	if (opt_v7 < 0)
+		opt_v7 = env_flag("TF_CUDA_EXL3_GEMV7");
+	if (rows == 1 && opt_v7)
+		slot = 5;
 	tf_cu_func f;
 	if ((st = get_func(&L->g, slot, tmpl, &f)))
 		return st;
