@@ -16,8 +16,9 @@
  * for 2..16 rows on the tensor cores, one mma.m16n8k16 (f16 in, f32
  * accumulate) per tile and 8 rows: the trellis order of a tile is the
  * A-fragment order of its transpose (§3), so the decoded pairs go straight
- * into the A registers; for 1 row in fp16 pairs (HFMA2) over two tiles,
- * then fp32, which measured 3–8% faster than the MMA there (NOTES.md v4).
+ * into the A registers; for 1 row in fp16 pairs (HFMA2) over two tiles
+ * (the lean v7 body: over all 8 tiles of a chunk), then fp32, which
+ * measured 3–8% faster than the MMA there (NOTES.md v4, v7).
  *
  * Work split: a block of 8 warps owns 128 columns (warp w: tile column w,
  * 16 columns) and a slice of K (whole 128-blocks, "chunks"). Per chunk it
@@ -374,7 +375,8 @@ EXL3_GEMV_CB(6)
 EXL3_GEMV_CB(7)
 EXL3_GEMV_CB(8)
 
-/* v7: the lean one-row body (tf_exl3_gemv7_b<B>_cb<CB>, $TF_CUDA_EXL3_GEMV7=1). */
+/* v7: the lean one-row body (tf_exl3_gemv7_b<B>_cb<CB>), the default for one
+ * row ($TF_CUDA_EXL3_GEMV7=0 takes tf_exl3_gemv_b<B>_cb<CB>_r1 instead). */
 #define EXL3_GEMV7(B, CB) \
 	extern "C" __global__ void __launch_bounds__(GEMV_THREADS) \
 	tf_exl3_gemv7_b##B##_cb##CB(const exl3_gemv_args a) \

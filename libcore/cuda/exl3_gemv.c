@@ -257,8 +257,10 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		              ws ? ws->n_max : 0, L->g.n);
 	unsigned tmpl;
 	int slot = rows_slot(rows, &tmpl);
-	if (opt_v7 < 0)
-		opt_v7 = env_flag("TF_CUDA_EXL3_GEMV7");
+	if (opt_v7 < 0) { /* on unless $TF_CUDA_EXL3_GEMV7=0 */
+		const char *v = getenv("TF_CUDA_EXL3_GEMV7");
+		opt_v7 = !(v && !strcmp(v, "0"));
+	}
 	if (rows == 1 && opt_v7)
 		slot = 5;
 	tf_cu_func f;
