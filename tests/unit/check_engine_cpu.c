@@ -15,28 +15,18 @@
 #include "engine/planner.h"
 #include "engine/prefix.h"
 #include "model/synth.h"
+#include "tinypack.h"
 
-static char tmpdir[64], packdir[128];
+static struct tinypack pk;
 
 static void make_pack(void)
 {
-	strcpy(tmpdir, "/tmp/tf-enginecpu-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	struct tf_config cfg;
-	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
-	struct tf_synth_opts so = {.config = &cfg, .seed = 5, .bits = {2, 3, 4}, .nbits = 3,
-				   .codebooks = TF_SYNTH_MIXED,
-				   .shard_bytes = 4u << 20, .index = true};
-	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
-	struct tf_synth_stats ss;
-	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+	tinypack_make(&pk, "enginecpu", 5);
 }
 
 static void drop_pack(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	tinypack_drop(&pk);
 }
 
 static struct tf_engine *start_pages(uint32_t entries, int lanes, int64_t pages)
@@ -44,7 +34,7 @@ static struct tf_engine *start_pages(uint32_t entries, int lanes, int64_t pages)
 	struct tf_model_opts mo = {.threads = 2, .slots = lanes + (int)entries, .max_positions = 1024,
 				   .pages = pages};
 	struct tf_model *m;
-	ck_assert_int_eq(tf_model_open(packdir, &mo, &m), TF_OK);
+	ck_assert_int_eq(tf_model_open(pk.pack, &mo, &m), TF_OK);
 	struct tf_engine_cpu_opts co = {.cache_entries = entries};
 	struct tf_engine_backend be;
 	ck_assert_int_eq(tf_engine_cpu_new(m, -1, &co, &be), TF_OK);
