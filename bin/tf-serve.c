@@ -215,13 +215,19 @@ int main(int argc, char **argv)
 	struct tf_planner_config pc = {.round_tokens = (uint32_t)round_tokens,
 				       .max_lanes = (uint32_t)lanes, .context = (uint32_t)context,
 				       .align = stub ? 0 : TF_PREFIX_BLOCK};
-	struct tf_engine_cpu_opts co = {.cache_entries = (uint32_t)prefix_cache};
+	/* Ids the tokenizer does not define (a synthetic pack's vocabulary has
+	 * holes; the release pads its head) are never drawn. */
+	uint8_t *drawable = NULL;
+	if (!stub && (st = tf_family_drawable(&family, tf_model_config(cpu_model)->vocab, &drawable)))
+		tf_die_status(st, "cannot read the tokenizer's ids");
+	struct tf_engine_cpu_opts co = {.cache_entries = (uint32_t)prefix_cache, .drawable = drawable};
 	struct tf_engine_backend be;
 	struct tf_planner pl;
 	struct tf_engine *engine;
 	st = stub ? tf_stub_new(&sc, &be) : tf_engine_cpu_new(cpu_model, family.eos, &co, &be);
 	if (st || (st = tf_planner_default(&pc, &pl)))
 		tf_die_status(st, "cannot set up the engine");
+	free(drawable);
 	/* Stop signals are taken by one thread; every thread started after this
 	 * inherits the mask. */
 	sigemptyset(&stop_set);

@@ -1,6 +1,7 @@
 /* cpu.c: the engine backend over the CPU forward. */
 #include "engine/cpu.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ struct cpu {
 	struct tf_sampler *sampler;
 	struct tf_prefix *prefix; /* the prompt cache's index, or NULL */
 	uint32_t vocab;
+	uint32_t *undrawable, nundrawable; /* ids never drawn */
 	/* per-round scratch, grown as needed */
 	size_t cap;
 	int32_t *ids;
@@ -148,10 +150,12 @@ static void make_room(struct cpu *c, const struct tf_engine_round *r)
 		;
 }
 
-/* The token a row's logits give, drawn at the position it will occupy. */
-static int32_t draw(struct cpu *c, const float *logits, const struct tf_lane *lane,
-		    uint64_t position)
+/* The token a row's logits give, drawn at the position it will occupy;
+ * ids that are never drawn leave the row first. */
+static int32_t draw(struct cpu *c, float *logits, const struct tf_lane *lane, uint64_t position)
 {
+	for (uint32_t i = 0; i < c->nundrawable; i++)
+		logits[c->undrawable[i]] = -INFINITY;
 	const struct tf_engine_params *p = lane->params;
 	struct tf_sample_params sp = {p->seed, p->temperature, p->top_k > 0 ? (uint32_t)p->top_k : 0,
 				      p->top_p, p->min_p};
@@ -205,7 +209,7 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 			if (ls->save[k] == pc->end)
 				save(c, pc->lane, pc->end);
 		if (pc->end == pc->lane->nprompt) {
-			const float *lg = c->logits + (at - 1) * c->vocab;
+			float *lg = c->logits + (at - 1) * c->vocab;
 			pc->tokens[0] = draw(c, lg, pc->lane, pc->end);
 			pc->ntokens = 1;
 			if (pc->lp)
@@ -214,7 +218,7 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 	}
 	for (size_t i = 0; i < r->nrows; i++, at++) {
 		struct tf_engine_row *row = &r->rows[i];
-		const float *lg = c->logits + at * c->vocab;
+		float *lg = c->logits + at * c->vocab;
 		row->tokens[0] = draw(c, lg, row->lane, (uint64_t)c->pos[at] + 1);
 		row->ntokens = 1;
 		if (row->lp)
@@ -246,7 +250,24 @@ static void cpu_free(void *ctx)
 	free(c->pos);
 	free(c->seq);
 	free(c->logits);
+	free(c->undrawable);
 	free(c);
+}
+
+/* The list of ids never drawn; every id undrawable is refused. */
+static tf_status keep_drawable(struct cpu *c, const uint8_t *drawable)
+{
+	uint32_t n = 0;
+	for (uint32_t id = 0; id < c->vocab; id++)
+		n += !drawable[id];
+	if (n == c->vocab)
+		return tf_err(TF_ERR_ARG, "cpu engine: no id of the %u can be drawn", c->vocab);
+	if (n && !(c->undrawable = malloc(n * sizeof *c->undrawable)))
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	for (uint32_t id = 0; id < c->vocab; id++)
+		if (!drawable[id])
+			c->undrawable[c->nundrawable++] = id;
+	return TF_OK;
 }
 
 tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, const struct tf_engine_cpu_opts *o,
@@ -260,6 +281,8 @@ tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, const struct tf
 	c->model = model;
 	c->vocab = tf_model_config(model)->vocab;
 	tf_status st = tf_sampler_new(c->vocab, &c->sampler);
+	if (!st && o && o->drawable)
+		st = keep_drawable(c, o->drawable);
 	if (!st && o && o->cache_entries) {
 		struct tf_prefix_config pc = {.block = TF_PREFIX_BLOCK, .max_entries = o->cache_entries};
 		st = tf_prefix_new(&pc, &c->prefix);

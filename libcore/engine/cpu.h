@@ -28,6 +28,10 @@
 
 struct tf_engine_cpu_opts {
 	uint32_t cache_entries; /* prompt prefixes kept at once (0: no prompt cache) */
+	/* [vocab] or NULL: ids with drawable[id] == 0 are never drawn (their
+	 * logits are -inf before sampling and logprobs): the ids the tokenizer
+	 * does not define, which no text can stand for. Copied. */
+	const uint8_t *drawable;
 };
 
 /* A backend over model (which it takes over: the engine frees both). eos

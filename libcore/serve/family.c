@@ -184,6 +184,28 @@ tf_status tf_family_plain(struct tf_family *out)
 }
 
 
+tf_status tf_family_drawable(const struct tf_family *f, uint32_t n, uint8_t **out)
+{
+	uint8_t *d = malloc(n ? n : 1);
+	if (!d)
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	struct tf_buf text = TF_BUF_INIT;
+	tf_status st = TF_OK;
+	for (uint32_t id = 0; id < n && !st; id++) {
+		int32_t one = (int32_t)id;
+		text.len = 0;
+		st = f->decode(f->ctx, &one, 1, &text);
+		d[id] = text.len > 0;
+	}
+	tf_buf_release(&text);
+	if (st) {
+		free(d);
+		return st;
+	}
+	*out = d;
+	return TF_OK;
+}
+
 void tf_family_release(struct tf_family *f)
 {
 	if (f && f->free)

@@ -30,6 +30,9 @@ function checkEntry(e, ntop) {
   assert.equal(typeof e.token, 'string');
   assert.ok(e.logprob <= 0 && Number.isFinite(e.logprob));
   assert.ok(Array.isArray(e.bytes) && e.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256));
+  // ids the tokenizer does not define are never drawn nor offered
+  assert.ok(e.bytes.length > 0, 'a drawn token stands for some text');
+  for (const t of e.top_logprobs) assert.ok(t.bytes.length > 0 && Number.isFinite(t.logprob));
   assert.equal(e.top_logprobs.length, ntop);
   for (let k = 1; k < ntop; k++) assert.ok(e.top_logprobs[k].logprob <= e.top_logprobs[k - 1].logprob);
   assert.ok(e.top_logprobs[0].logprob >= e.logprob);

@@ -12,28 +12,18 @@
 #include "base/file.h"
 #include "compute/model.h"
 #include "model/synth.h"
+#include "tinypack.h"
 
-static char tmpdir[64];
-static char packdir[128];
+static struct tinypack pk;
 
 static void make_pack(uint64_t seed)
 {
-	strcpy(tmpdir, "/tmp/tf-cpumodel-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	struct tf_config cfg;
-	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
-	struct tf_synth_opts so = {.config = &cfg, .seed = seed, .bits = {2, 3, 4}, .nbits = 3,
-				   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 4u << 20, .index = true};
-	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
-	struct tf_synth_stats ss;
-	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+	tinypack_make(&pk, "cpumodel", seed);
 }
 
 static void drop_pack(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	tinypack_drop(&pk);
 }
 
 static struct tf_model *open_model(void)
@@ -42,7 +32,7 @@ static struct tf_model *open_model(void)
 				  .window_fmt = TF_KV_BF16, .pool_fmt = TF_KV_BF16,
 				  .index_fmt = TF_KV_BF16};
 	struct tf_model *m;
-	tf_status st = tf_model_open(packdir, &o, &m);
+	tf_status st = tf_model_open(pk.pack, &o, &m);
 	if (st)
 		fprintf(stderr, "open: %s\n", tf_errmsg(st));
 	ck_assert_int_eq(st, TF_OK);
@@ -196,7 +186,7 @@ START_TEST(bad_packs_refused)
 	make_pack(3);
 	/* a config that no longer matches the tensors */
 	char path[192];
-	snprintf(path, sizeof path, "%s/config.json", packdir);
+	snprintf(path, sizeof path, "%s/config.json", pk.pack);
 	char *data;
 	size_t len;
 	ck_assert_int_eq(tf_file_read_all(path, 1 << 20, &data, &len), TF_OK);
@@ -207,7 +197,7 @@ START_TEST(bad_packs_refused)
 	ck_assert_int_eq(tf_file_write_atomic(path, data, len), TF_OK);
 	free(data);
 	m = (struct tf_model *)1;
-	tf_status st = tf_model_open(packdir, NULL, &m);
+	tf_status st = tf_model_open(pk.pack, NULL, &m);
 	fprintf(stderr, "bad pack: %s\n", tf_errmsg(st));
 	ck_assert(st == TF_ERR_FORMAT || st == TF_ERR_CONFIG);
 	ck_assert_ptr_null(m);

@@ -24,30 +24,20 @@
 #include "compute/model.h"
 #include "compute/sample.h"
 #include "model/synth.h"
+#include "tinypack.h"
 #include "pack/pack.h"
 #include "pack/safetensors.h"
 
-static char tmpdir[64];
-static char packdir[128];
+static struct tinypack tiny;
 
 static void make_pack(uint64_t seed)
 {
-	strcpy(tmpdir, "/tmp/tf-dspark-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	struct tf_config cfg;
-	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
-	struct tf_synth_opts so = {.config = &cfg, .seed = seed, .bits = {2, 3, 4}, .nbits = 3,
-				   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 4u << 20, .index = true};
-	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
-	struct tf_synth_stats ss;
-	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+	tinypack_make(&tiny, "dspark", seed);
 }
 
 static void drop_pack(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	tinypack_drop(&tiny);
 }
 
 /* FP8 caches (the default) unless bf16. */
@@ -57,7 +47,7 @@ static struct tf_model *open_model(int bf16)
 	struct tf_model_opts o = {.threads = 2, .slots = 6, .max_positions = 64,
 				  .window_fmt = f, .pool_fmt = f, .index_fmt = f};
 	struct tf_model *m;
-	tf_status st = tf_model_open(packdir, &o, &m);
+	tf_status st = tf_model_open(tiny.pack, &o, &m);
 	if (st)
 		fprintf(stderr, "open: %s\n", tf_errmsg(st));
 	ck_assert_int_eq(st, TF_OK);
@@ -338,7 +328,7 @@ START_TEST(long_prefill)
 				  .window_fmt = TF_KV_BF16, .pool_fmt = TF_KV_BF16,
 				  .index_fmt = TF_KV_BF16};
 	struct tf_model *m;
-	ck_assert_int_eq(tf_model_open(packdir, &o, &m), TF_OK);
+	ck_assert_int_eq(tf_model_open(tiny.pack, &o, &m), TF_OK);
 	uint32_t V = tf_model_config(m)->vocab;
 	int32_t *tok = malloc(sizeof(int32_t) * L);
 	int64_t *pos = malloc(sizeof(int64_t) * L);
@@ -381,7 +371,7 @@ END_TEST
 static void patch(const char *name, const void *data, size_t bytes)
 {
 	struct tf_pack pk;
-	ck_assert_int_eq(tf_pack_open(&pk, packdir), TF_OK);
+	ck_assert_int_eq(tf_pack_open(&pk, tiny.pack), TF_OK);
 	const struct tf_pack_tensor *t = tf_pack_find(&pk, name);
 	ck_assert_ptr_nonnull(t);
 	ck_assert_uint_eq(t->t->end - t->t->begin, bytes);
@@ -452,7 +442,7 @@ END_TEST
 static void drop_tensor(const char *name)
 {
 	struct tf_pack pk;
-	ck_assert_int_eq(tf_pack_open(&pk, packdir), TF_OK);
+	ck_assert_int_eq(tf_pack_open(&pk, tiny.pack), TF_OK);
 	const struct tf_pack_tensor *gone = tf_pack_find(&pk, name);
 	ck_assert_ptr_nonnull(gone);
 	uint32_t shard = gone->shard;
@@ -477,7 +467,7 @@ static void drop_tensor(const char *name)
 	}
 	ck_assert_int_eq(tf_st_writer_commit(&w), TF_OK);
 	char path[256];
-	snprintf(path, sizeof path, "%s/%s", packdir, TF_PACK_INDEX);
+	snprintf(path, sizeof path, "%s/%s", tiny.pack, TF_PACK_INDEX);
 	json_t *index;
 	ck_assert_int_eq(tf_json_load(path, 1 << 26, &index), TF_OK);
 	ck_assert_int_eq(json_object_del(json_object_get(index, "weight_map"), name), 0);
@@ -540,7 +530,7 @@ START_TEST(worlds_draft)
 	double worst = 0;
 	for (int world = 1; world <= 4; world *= 2) {
 		struct tf_model_group *g;
-		tf_status st = tf_model_group_open(packdir, world, &o, &g);
+		tf_status st = tf_model_group_open(tiny.pack, world, &o, &g);
 		if (st)
 			fprintf(stderr, "open world %d: %s\n", world, tf_errmsg(st));
 		ck_assert_int_eq(st, TF_OK);
@@ -592,17 +582,13 @@ END_TEST
 /* A config without DSpark blocks has no drafts. */
 START_TEST(optional_parts)
 {
-	strcpy(tmpdir, "/tmp/tf-dspark-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 	struct tf_config cfg;
 	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
 	cfg.mtp_layers = 0;
 	cfg.n_ratios = cfg.layers;
-	struct tf_synth_opts so = {.config = &cfg, .seed = 4, .bits = {2}, .nbits = 1,
-				   .shard_bytes = 4u << 20, .index = true};
-	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
-	struct tf_synth_stats ss;
-	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+	struct tf_synth_opts so = {.seed = 4, .bits = {2}, .nbits = 1, .shard_bytes = 4u << 20,
+				   .index = true};
+	tinypack_make_with(&tiny, "dspark", &cfg, &so);
 	struct tf_model *m = open_model(0);
 	ck_assert_int_eq(tf_model_draft_block(m), 0);
 	int s;

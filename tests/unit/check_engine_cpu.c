@@ -15,37 +15,28 @@
 #include "engine/planner.h"
 #include "engine/prefix.h"
 #include "model/synth.h"
+#include "tinypack.h"
 
-static char tmpdir[64], packdir[128];
+static struct tinypack pk;
 
 static void make_pack(void)
 {
-	strcpy(tmpdir, "/tmp/tf-enginecpu-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	struct tf_config cfg;
-	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
-	struct tf_synth_opts so = {.config = &cfg, .seed = 5, .bits = {2, 3, 4}, .nbits = 3,
-				   .codebooks = TF_SYNTH_MIXED,
-				   .shard_bytes = 4u << 20, .index = true};
-	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
-	struct tf_synth_stats ss;
-	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+	tinypack_make(&pk, "enginecpu", 5);
 }
 
 static void drop_pack(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	tinypack_drop(&pk);
 }
 
-static struct tf_engine *start_pages(uint32_t entries, int lanes, int64_t pages)
+static struct tf_engine *start_masked(uint32_t entries, int lanes, int64_t pages,
+				      const uint8_t *drawable)
 {
 	struct tf_model_opts mo = {.threads = 2, .slots = lanes + (int)entries, .max_positions = 1024,
 				   .pages = pages};
 	struct tf_model *m;
-	ck_assert_int_eq(tf_model_open(packdir, &mo, &m), TF_OK);
-	struct tf_engine_cpu_opts co = {.cache_entries = entries};
+	ck_assert_int_eq(tf_model_open(pk.pack, &mo, &m), TF_OK);
+	struct tf_engine_cpu_opts co = {.cache_entries = entries, .drawable = drawable};
 	struct tf_engine_backend be;
 	ck_assert_int_eq(tf_engine_cpu_new(m, -1, &co, &be), TF_OK);
 	struct tf_planner_config pc = {.max_lanes = (uint32_t)lanes, .align = TF_PREFIX_BLOCK};
@@ -54,6 +45,11 @@ static struct tf_engine *start_pages(uint32_t entries, int lanes, int64_t pages)
 	struct tf_engine *e;
 	ck_assert_int_eq(tf_engine_new(&be, &pl, &e), TF_OK);
 	return e;
+}
+
+static struct tf_engine *start_pages(uint32_t entries, int lanes, int64_t pages)
+{
+	return start_masked(entries, lanes, pages, NULL);
 }
 
 static struct tf_engine *start(uint32_t entries, int lanes)
@@ -234,6 +230,41 @@ START_TEST(logprobs_are_the_rows_softmax)
 }
 END_TEST
 
+/* Ids marked undrawable (what tf-serve does for ids its tokenizer lacks)
+ * are never drawn, greedy or sampled, nor offered among the alternatives;
+ * only the even ids below 64 are drawable here. */
+START_TEST(undrawable_ids_are_never_drawn)
+{
+	make_pack();
+	uint32_t vocab;
+	{
+		struct tf_config c;
+		ck_assert_int_eq(tf_config_preset(&c, "tiny"), TF_OK);
+		vocab = c.vocab;
+	}
+	uint8_t *drawable = calloc(vocab, 1);
+	for (uint32_t id = 0; id < 64; id += 2)
+		drawable[id] = 1;
+	struct tf_engine *e = start_masked(0, 1, 0, drawable);
+	free(drawable); /* copied */
+	int32_t p[40];
+	ids_of(p, 40, 9);
+	for (int t = 0; t < 2; t++) {
+		struct run r;
+		run(e, p, 40, t ? 1.5f : 0.0f, &r);
+		for (int i = 0; i < GEN; i++) {
+			ck_assert(r.tok[i] < 64 && r.tok[i] % 2 == 0);
+			for (uint32_t k = 0; k < r.lp[i].ntop; k++) {
+				ck_assert(r.lp[i].top_ids[k] < 64 && r.lp[i].top_ids[k] % 2 == 0);
+				ck_assert(isfinite(r.lp[i].top_lp[k]));
+			}
+		}
+	}
+	tf_engine_close(e);
+	drop_pack();
+}
+END_TEST
+
 Suite *suite_engine_cpu(void)
 {
 	Suite *s = suite_create("engine_cpu");
@@ -243,6 +274,7 @@ Suite *suite_engine_cpu(void)
 	tcase_add_test(tc, eviction_under_slot_pressure_stays_correct);
 	tcase_add_test(tc, eviction_under_page_pressure_stays_correct);
 	tcase_add_test(tc, logprobs_are_the_rows_softmax);
+	tcase_add_test(tc, undrawable_ids_are_never_drawn);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -32,6 +32,7 @@
 #include "model/plan.h"
 #include "model/prepare.h"
 #include "model/synth.h"
+#include "tinypack.h"
 #include "pack/pack.h"
 
 /* World > 1 sums the row-split products (wo_b, the experts' and the shared
@@ -53,27 +54,16 @@
 #define BOUND 1e-2
 #define ROW_BOUND 1.5e-1
 
-static char tmpdir[64];
-static char packdir[128];
+static struct tinypack pk;
 
 static void make_pack(uint64_t seed)
 {
-	strcpy(tmpdir, "/tmp/tf-tp-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	struct tf_config cfg;
-	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
-	struct tf_synth_opts so = {.config = &cfg, .seed = seed, .bits = {2, 3, 4}, .nbits = 3,
-				   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 4u << 20, .index = true};
-	snprintf(packdir, sizeof packdir, "%s/pack", tmpdir);
-	struct tf_synth_stats ss;
-	ck_assert_int_eq(tf_synth_write(&so, packdir, &ss), TF_OK);
+	tinypack_make(&pk, "tp", seed);
 }
 
 static void drop_pack(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	tinypack_drop(&pk);
 }
 
 static struct tf_model_opts model_opts(const char *prepared)
@@ -87,7 +77,7 @@ static struct tf_model_group *open_group(int world, const char *prepared)
 {
 	struct tf_model_opts o = model_opts(prepared);
 	struct tf_model_group *g;
-	tf_status st = tf_model_group_open(packdir, world, &o, &g);
+	tf_status st = tf_model_group_open(pk.pack, world, &o, &g);
 	if (st)
 		fprintf(stderr, "open world %d: %s\n", world, tf_errmsg(st));
 	ck_assert_int_eq(st, TF_OK);
@@ -242,10 +232,10 @@ START_TEST(splits_match_whole)
 	ck_assert_int_eq(tf_host_group_new(2, 5, &hg), TF_OK);
 	struct tf_model_opts o = model_opts(NULL);
 	struct tf_model *whole, *part[2];
-	ck_assert_int_eq(tf_model_open(packdir, &o, &whole), TF_OK);
+	ck_assert_int_eq(tf_model_open(pk.pack, &o, &whole), TF_OK);
 	for (int r = 0; r < 2; r++) {
 		o.rank = r, o.world = 2, o.comm = tf_host_group_comm(hg, r);
-		ck_assert_int_eq(tf_model_open(packdir, &o, &part[r]), TF_OK);
+		ck_assert_int_eq(tf_model_open(pk.pack, &o, &part[r]), TF_OK);
 	}
 	enum { ROWS = 3 };
 	struct tf_rng rng;
@@ -319,8 +309,8 @@ static void prepare(const char *dir, uint32_t world)
 {
 	struct tf_pack pack;
 	struct tf_config c;
-	ck_assert_int_eq(tf_pack_open(&pack, packdir), TF_OK);
-	ck_assert_int_eq(tf_config_from_json(&c, pack.config, packdir), TF_OK);
+	ck_assert_int_eq(tf_pack_open(&pack, pk.pack), TF_OK);
+	ck_assert_int_eq(tf_config_from_json(&c, pack.config, pk.pack), TF_OK);
 	for (uint32_t r = 0; r < world; r++) {
 		struct tf_plan plan;
 		uint8_t key[TF_PREP_KEY_LEN];
@@ -361,7 +351,7 @@ static char *rank_dir(const char *dir, uint32_t r, uint32_t world)
 {
 	struct tf_pack pack;
 	uint8_t key[TF_PREP_KEY_LEN];
-	ck_assert_int_eq(tf_pack_open(&pack, packdir), TF_OK);
+	ck_assert_int_eq(tf_pack_open(&pack, pk.pack), TF_OK);
 	ck_assert_int_eq(tf_prepare_key(&pack, r, world, "", key), TF_OK);
 	tf_pack_close(&pack);
 	return tf_prep_rank_dir(dir, key, r, world);
@@ -371,7 +361,7 @@ START_TEST(prepared_equals_pack)
 {
 	make_pack(7);
 	char dir[192];
-	snprintf(dir, sizeof dir, "%s/prepared", tmpdir);
+	snprintf(dir, sizeof dir, "%s/prepared", pk.dir);
 	prepare(dir, 2);
 	prepare(dir, 1);
 	size_t n = (size_t)(T + 4) * 512;
@@ -393,7 +383,7 @@ START_TEST(prepared_equals_pack)
 	char *r0 = rank_dir(dir, 0, 1);
 	struct tf_model_opts o = model_opts(r0);
 	struct tf_model *m;
-	ck_assert_int_eq(tf_model_open(packdir, &o, &m), TF_OK);
+	ck_assert_int_eq(tf_model_open(pk.pack, &o, &m), TF_OK);
 	tf_model_free(m);
 	free(r0);
 	free(a);
@@ -413,7 +403,7 @@ static tf_status open_rank0(const char *prepared, int world)
 	o.world = world;
 	o.comm = hg ? tf_host_group_comm(hg, 0) : NULL;
 	struct tf_model *m = (struct tf_model *)1;
-	tf_status st = tf_model_open(packdir, &o, &m);
+	tf_status st = tf_model_open(pk.pack, &o, &m);
 	fprintf(stderr, "%s: %s\n", tf_status_str(st), st ? tf_errmsg(st) : "opened");
 	if (st)
 		ck_assert_ptr_null(m);
@@ -455,8 +445,8 @@ START_TEST(prepared_refused)
 {
 	make_pack(9);
 	char dir[192], bad[192];
-	snprintf(dir, sizeof dir, "%s/prepared", tmpdir);
-	snprintf(bad, sizeof bad, "%s/bad", tmpdir);
+	snprintf(dir, sizeof dir, "%s/prepared", pk.dir);
+	snprintf(bad, sizeof bad, "%s/bad", pk.dir);
 	prepare(dir, 2);
 	char *r0 = rank_dir(dir, 0, 2), *r1 = rank_dir(dir, 1, 2);
 	ck_assert_int_eq(open_rank0(r0, 2), TF_OK);
