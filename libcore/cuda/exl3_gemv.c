@@ -136,7 +136,9 @@ void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf
 	}
 }
 
-static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl, tf_cu_func *f)
+/* Load the module and take the handle cache's lock, emptying the cache
+ * when the module was loaded again since (its handles are stale). */
+static tf_status lock_handles(void)
 {
 	tf_status st = tf_cu_module_load();
 	if (st)
@@ -147,6 +149,14 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 		memset(funcs1, 0, sizeof(funcs1));
 		funcs_generation = tf_cu_module_generation();
 	}
+	return TF_OK;
+}
+
+static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl, tf_cu_func *f)
+{
+	tf_status st = lock_handles();
+	if (st)
+		return st;
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
 	if (!*c) {
 		char name[64];
@@ -163,15 +173,9 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 
 static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *regs)
 {
-	tf_status st = tf_cu_module_load();
+	tf_status st = lock_handles();
 	if (st)
 		return st;
-	pthread_mutex_lock(&mu);
-	if (funcs_generation != tf_cu_module_generation()) {
-		memset(funcs, 0, sizeof(funcs));
-		memset(funcs1, 0, sizeof(funcs1));
-		funcs_generation = tf_cu_module_generation();
-	}
 	tf_cu_func *c = &funcs1[g->bits][g->cb];
 	if (!*c) {
 		char name[64];
