@@ -117,13 +117,49 @@ struct gemv_smem {
 	unsigned last;
 };
 
+/* u = Ĥ(x[xr] ⊙ suh) for the 128-block kb, rounded to fp16, by one warp:
+ * lane l writes dst[4l..4l+3]; zero when the row is past a.rows. */
+__device__ __forceinline__ void build_u(const gemv_job &a, int kb, int r, int lane, __half *dst)
+{
+	float v[4] = {0.f, 0.f, 0.f, 0.f};
+	if (r < a.rows) {
+		const int k = kb * 128 + 4 * lane;
+		const int xr = a.xrow ? a.xrow[r] : r;
+		const uint2 xb = *reinterpret_cast<const uint2 *>(a.x + (size_t)xr * a.k + k);
+		const uint2 sb = *reinterpret_cast<const uint2 *>(a.suh + k);
+		const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
+		const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
+		const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
+		const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
+		v[0] = __low2float(x01) * __low2float(s01);
+		v[1] = __high2float(x01) * __high2float(s01);
+		v[2] = __low2float(x23) * __low2float(s23);
+		v[3] = __high2float(x23) * __high2float(s23);
+		had128_warp(v, lane);
+	}
+	__half2 h01 = __floats2half2_rn(v[0] * HAD_SCALE, v[1] * HAD_SCALE);
+	__half2 h23 = __floats2half2_rn(v[2] * HAD_SCALE, v[3] * HAD_SCALE);
+	uint2 st;
+	st.x = *reinterpret_cast<uint32_t *>(&h01);
+	st.y = *reinterpret_cast<uint32_t *>(&h23);
+	*reinterpret_cast<uint2 *>(dst + 4 * lane) = st;
+}
+
+/* The v8 body's u for the block's whole slice of K (chunks_per_slice ×
+ * 128 halves), in dynamic shared memory. */
+extern __shared__ __align__(16) __half gemv_upre[];
+
 /* LEAN (one row only, NOTES.md v7): the fp16 pair sums run over a whole
  * chunk (8 tiles, 16 products a half) before the fp32 flush, and one
- * thread fences before the split-K counter, after the block's barrier. */
-template <int B, int CB, int R, bool MMA = (R > 1), bool LEAN = false>
+ * thread fences before the split-K counter, after the block's barrier.
+ * PRE (lean only, NOTES.md v8): u for all of the block's chunks is built
+ * once, after the first chunk's loads are issued (warp w builds chunks w,
+ * w + 8, ...), behind one block barrier; the chunk loop has none. */
+template <int B, int CB, int R, bool MMA = (R > 1), bool LEAN = false, bool PRE = false>
 __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 {
 	static_assert(!LEAN || (R == 1 && !MMA), "the lean body is for one row");
+	static_assert(!PRE || LEAN, "the prebuilt u is for the lean body");
 	constexpr int FLUSH = LEAN ? 8 : 2; /* tiles per fp32 flush */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int q = lane & 3, c0 = lane >> 2;
@@ -162,37 +198,24 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 		}
 		if (kb == kb0)
 			asm volatile("griddepcontrol.wait;" ::: "memory");
-		/* u for this chunk: warp w builds rows w and w + 8. */
 		const int buf = kb & 1;
-#pragma unroll
-		for (int rr = 0; rr < (R + 7) / 8; rr++) {
-			const int r = warp + 8 * rr;
-			if (r < R) {
-				float v[4] = {0.f, 0.f, 0.f, 0.f};
-				if (r < a.rows) {
-					const int k = kb * 128 + 4 * lane;
-					const int xr = a.xrow ? a.xrow[r] : r;
-					const uint2 xb = *reinterpret_cast<const uint2 *>(a.x + (size_t)xr * a.k + k);
-					const uint2 sb = *reinterpret_cast<const uint2 *>(a.suh + k);
-					const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
-					const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
-					const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
-					const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
-					v[0] = __low2float(x01) * __low2float(s01);
-					v[1] = __high2float(x01) * __high2float(s01);
-					v[2] = __low2float(x23) * __low2float(s23);
-					v[3] = __high2float(x23) * __high2float(s23);
-					had128_warp(v, lane);
-				}
-				__half2 h01 = __floats2half2_rn(v[0] * HAD_SCALE, v[1] * HAD_SCALE);
-				__half2 h23 = __floats2half2_rn(v[2] * HAD_SCALE, v[3] * HAD_SCALE);
-				uint2 st;
-				st.x = *reinterpret_cast<uint32_t *>(&h01);
-				st.y = *reinterpret_cast<uint32_t *>(&h23);
-				*reinterpret_cast<uint2 *>(&sm.us[buf][r][4 * lane]) = st;
+		if constexpr (PRE) {
+			if (kb == kb0) {
+				for (int c = warp; c < kb1 - kb0; c += 8)
+					build_u(a, kb0 + c, 0, lane, gemv_upre + c * 128);
+				__syncthreads();
 			}
+		} else {
+			/* u for this chunk: warp w builds rows w and w + 8. */
+#pragma unroll
+			for (int rr = 0; rr < (R + 7) / 8; rr++) {
+				const int r = warp + 8 * rr;
+				if (r < R)
+					build_u(a, kb, r, lane, sm.us[buf][r]);
+			}
+			__syncthreads();
 		}
-		__syncthreads();
+		const __half *ub = PRE ? gemv_upre + (kb - kb0) * 128 : sm.us[buf][0];
 
 		if constexpr (MMA) {
 			/* One m16n8k16 per tile and 8 rows: A = the tile transposed
@@ -233,8 +256,8 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 					const int kk = (i + ii) * 16 + 2 * q;
 #pragma unroll
 					for (int r = 0; r < R; r++) {
-						const __half2 u0 = *reinterpret_cast<const __half2 *>(&sm.us[buf][r][kk]);
-						const __half2 u1 = *reinterpret_cast<const __half2 *>(&sm.us[buf][r][kk + 8]);
+						const __half2 u0 = *reinterpret_cast<const __half2 *>(ub + r * 128 + kk);
+						const __half2 u1 = *reinterpret_cast<const __half2 *>(ub + r * 128 + kk + 8);
 						h[r][0] = __hfma2(w[0], u0, h[r][0]);
 						h[r][0] = __hfma2(w[1], u1, h[r][0]);
 						h[r][1] = __hfma2(w[2], u0, h[r][1]);
@@ -395,6 +418,27 @@ EXL3_GEMV7_CB(5)
 EXL3_GEMV7_CB(6)
 EXL3_GEMV7_CB(7)
 EXL3_GEMV7_CB(8)
+
+/* v8: v7 with u prebuilt for the whole slice (tf_exl3_gemv8_b<B>_cb<CB>),
+ * dynamic shared memory chunks_per_slice × 256 bytes. */
+#define EXL3_GEMV8(B, CB) \
+	extern "C" __global__ void __launch_bounds__(GEMV_THREADS) \
+	tf_exl3_gemv8_b##B##_cb##CB(const exl3_gemv_args a) \
+	{ \
+		__shared__ __align__(16) gemv_smem<1> sm; \
+		const gemv_job j = {a.trellis, a.suh, a.svh, a.x, nullptr, a.y, a.acc, a.count, \
+		                    a.k, a.n, a.rows, a.chunks_per_slice, a.y_bf16}; \
+		exl3_gemv<B, CB, 1, false, true, true>(j, sm); \
+	}
+#define EXL3_GEMV8_CB(B) EXL3_GEMV8(B, 0) EXL3_GEMV8(B, 1) EXL3_GEMV8(B, 2)
+EXL3_GEMV8_CB(1)
+EXL3_GEMV8_CB(2)
+EXL3_GEMV8_CB(3)
+EXL3_GEMV8_CB(4)
+EXL3_GEMV8_CB(5)
+EXL3_GEMV8_CB(6)
+EXL3_GEMV8_CB(7)
+EXL3_GEMV8_CB(8)
 
 /* Many experts, one launch: the block's task picks the expert, whose bit
  * width picks the body. */

@@ -24,7 +24,7 @@ struct gemv1_args {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static tf_cu_func funcs[9][3][6]; /* slot 5: the lean one-row body (v7) */
+static tf_cu_func funcs[9][3][7]; /* slot 5: the lean one-row body (v7); 6: v8 */
 static tf_cu_func funcs1[9][3];
 static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
@@ -33,9 +33,14 @@ static unsigned funcs_generation; /* of the module the handles came from */
 #define GEMV1_STATIC_SMEM (512 / 32 * 128 * 4 + 128 * 4) /* part[][] and red[] */
 #define GEMV1_SHMEM_MAX (200 * 1024) /* dynamic, under the 227 KiB a block may opt in to */
 
+/* The v8 body keeps u of its whole slice in dynamic shared memory: at most
+ * 128 chunks (32 KiB, under the 48 KiB a launch gets without opting in);
+ * longer slices take v7. */
+#define GEMV8_CHUNKS_MAX 128
+
 /* Opt-in switches: -1 until read from the environment (on when set to
  * "1") or set by tf_cu_exl3_options. */
-static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1;
+static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v8 = -1;
 
 static int env_flag(const char *name)
 {
@@ -160,8 +165,8 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
 	if (!*c) {
 		char name[64];
-		if (slot == 5)
-			snprintf(name, sizeof(name), "tf_exl3_gemv7_b%u_cb%d", g->bits, (int)g->cb);
+		if (slot == 5 || slot == 6)
+			snprintf(name, sizeof(name), "tf_exl3_gemv%d_b%u_cb%d", slot + 2, g->bits, (int)g->cb);
 		else
 			snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
 		st = tf_cu_kernel(name, c);
@@ -265,8 +270,15 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		const char *v = getenv("TF_CUDA_EXL3_GEMV7");
 		opt_v7 = !(v && !strcmp(v, "0"));
 	}
+	if (opt_v8 < 0) /* opt-in: $TF_CUDA_EXL3_GEMV8=1 */
+		opt_v8 = env_flag("TF_CUDA_EXL3_GEMV8");
+	unsigned shmem = 0;
 	if (rows == 1 && opt_v7)
 		slot = 5;
+	if (rows == 1 && opt_v7 && opt_v8 && p.chunks_per_slice <= GEMV8_CHUNKS_MAX) {
+		slot = 6;
+		shmem = p.chunks_per_slice * 128 * 2; /* u of the slice, fp16 */
+	}
 	tf_cu_func f;
 	if ((st = get_func(&L->g, slot, tmpl, &f)))
 		return st;
@@ -277,7 +289,7 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	st = launch(f, p.grid_x, p.slices, 256, 0, s, params);
+	st = launch(f, p.grid_x, p.slices, 256, shmem, s, params);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);
