@@ -24,7 +24,7 @@ struct gemv1_args {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static tf_cu_func funcs[9][3][7]; /* slot 5: the lean one-row body (v7); 6: v8 */
+static tf_cu_func funcs[9][3][8]; /* slot 5: the lean one-row body (v7); 6: v8; 7: v9 */
 static tf_cu_func funcs1[9][3];
 static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
@@ -165,7 +165,7 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
 	if (!*c) {
 		char name[64];
-		if (slot == 5 || slot == 6)
+		if (slot >= 5)
 			snprintf(name, sizeof(name), "tf_exl3_gemv%d_b%u_cb%d", slot + 2, g->bits, (int)g->cb);
 		else
 			snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
@@ -270,12 +270,17 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		const char *v = getenv("TF_CUDA_EXL3_GEMV7");
 		opt_v7 = !(v && !strcmp(v, "0"));
 	}
-	if (opt_v8 < 0) /* opt-in: $TF_CUDA_EXL3_GEMV8=1 */
-		opt_v8 = env_flag("TF_CUDA_EXL3_GEMV8");
+	if (opt_v8 < 0) { /* opt-in: $TF_CUDA_EXL3_GEMV8=1 (v8) or 2 (v9) */
+		const char *v = getenv("TF_CUDA_EXL3_GEMV8");
+		opt_v8 = v && !strcmp(v, "1") ? 1 : v && !strcmp(v, "2") ? 2 : 0;
+	}
 	unsigned shmem = 0;
 	if (rows == 1 && opt_v7)
 		slot = 5;
-	if (rows == 1 && opt_v7 && opt_v8 && p.chunks_per_slice <= GEMV8_CHUNKS_MAX) {
+	if (rows == 1 && opt_v7 && opt_v8 == 2) {
+		slot = 7;
+		shmem = 8 * 2 * 128 * 2; /* u of each warp, two chunks, fp16 */
+	} else if (rows == 1 && opt_v7 && opt_v8 && p.chunks_per_slice <= GEMV8_CHUNKS_MAX) {
 		slot = 6;
 		shmem = p.chunks_per_slice * 128 * 2; /* u of the slice, fp16 */
 	}
