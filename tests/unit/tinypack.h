@@ -1,6 +1,7 @@
-/* tinypack.h: a synthetic pack of the `tiny` preset (EXL3 at 2, 3 and 4
- * bits, mixed codebooks, 4 MiB shards, an index) in a fresh folder under
- * /tmp, for the unit suites that load a model from a pack. */
+/* tinypack.h: for the unit suites that load a model from a pack: a
+ * synthetic pack of the `tiny` preset (EXL3 at 2, 3 and 4 bits, mixed
+ * codebooks, 4 MiB shards, an index) in a fresh folder under /tmp, and the
+ * distance between two sets of logits they compare with. */
 #ifndef TF_TESTS_TINYPACK_H
 #define TF_TESTS_TINYPACK_H
 
