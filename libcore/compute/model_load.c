@@ -153,27 +153,6 @@ static struct tf_tensor shaped(void *data, enum tf_dt dt, const struct tf_plan_n
 				 : tf_tensor_make(data, dt, 1, rows);
 }
 
-static enum tf_exl3_cb exl3_cb(enum tf_codebook cb)
-{
-	return cb == TF_CODEBOOK_MCG ? TF_EXL3_CB_MCG : cb == TF_CODEBOOK_MUL1 ? TF_EXL3_CB_MUL1 :
-									 TF_EXL3_CB_3INST;
-}
-
-/* The rank's part of a planned group (geometry, runs in the whole trellis). */
-static tf_status group_part(const struct tf_model *m, const struct tf_plan_group *g,
-			    struct tf_exl3_part *part)
-{
-	struct tf_exl3_geom whole = {g->spec.k, g->spec.n, g->bits, exl3_cb(g->codebook)};
-	enum tf_exl3_split sp = g->spec.split == TF_SPLIT_ROW ? TF_EXL3_ROW :
-				g->spec.split == TF_SPLIT_COL ? TF_EXL3_COL : TF_EXL3_WHOLE;
-	bool whole_split = sp == TF_EXL3_WHOLE;
-	tf_status st = tf_exl3_part(&whole, sp, whole_split ? 0 : m->rank, whole_split ? 1 : m->world,
-				    part);
-	if (st)
-		return tf_err_wrap(st, "group '%s': ", g->spec.name);
-	return TF_OK;
-}
-
 static tf_status alloc_layers(struct tf_model *m)
 {
 	const struct tf_config *c = &m->c;
@@ -214,7 +193,7 @@ static tf_status pack_group(struct tf_model *m, const struct tf_plan_group *g,
 			    struct tf_exl3_layer *L)
 {
 	struct tf_exl3_part p;
-	tf_status st = group_part(m, g, &p);
+	tf_status st = tf_plan_exl3_part(&m->plan, g, &p);
 	if (st)
 		return st;
 	unsigned char *tr = tf_model_keep(m, (size_t)p.run_bytes * p.nruns);
@@ -385,7 +364,7 @@ static tf_status prep_group(struct prep *x, const struct tf_plan_group *g, struc
 	struct tf_exl3_part p;
 	void *tr = NULL, *suh = NULL, *svh = NULL, *cb = NULL;
 	tf_status st;
-	if ((st = group_part(x->m, g, &p)) || (st = prep_image(x, g->spec.layer)) ||
+	if ((st = tf_plan_exl3_part(&x->m->plan, g, &p)) || (st = prep_image(x, g->spec.layer)) ||
 	    (st = prep_entryf(x, TF_PREP_I16, tf_exl3_trellis_bytes(&p.g), &tr, g->spec.name, ".trellis")) ||
 	    (st = prep_entryf(x, TF_PREP_F16, 2ull * p.g.k, &suh, g->spec.name, ".suh")) ||
 	    (st = prep_entryf(x, TF_PREP_F16, 2ull * p.g.n, &svh, g->spec.name, ".svh")) ||
@@ -408,7 +387,7 @@ static tf_status prep_experts(struct prep *x, const struct tf_plan_group *g, str
 	int w = g->spec.proj - TF_PROJ_EXPERT_W1;
 	uint32_t E = (uint32_t)tf_config_experts_of(&x->m->c, g->spec.layer);
 	struct tf_exl3_part p;
-	tf_status st = group_part(x->m, g, &p);
+	tf_status st = tf_plan_exl3_part(&x->m->plan, g, &p);
 	if (st)
 		return st;
 	tf_names_block(&x->m->c, g->spec.layer, block);
@@ -439,7 +418,7 @@ static tf_status prep_expert(struct prep *x, const struct tf_plan_group *g, stru
 	struct experts *ex = &x->ex[g->spec.proj - TF_PROJ_EXPERT_W1];
 	struct tf_exl3_part p;
 	tf_status st;
-	if ((st = group_part(x->m, g, &p)) || (st = prep_image(x, g->spec.layer)) ||
+	if ((st = tf_plan_exl3_part(&x->m->plan, g, &p)) || (st = prep_image(x, g->spec.layer)) ||
 	    (!ex->loaded && (st = prep_experts(x, g, ex))))
 		return st;
 	uint32_t e = g->spec.index;

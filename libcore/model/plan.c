@@ -331,3 +331,27 @@ void tf_plan_release(struct tf_plan *p)
 	free(p->natives);
 	memset(p, 0, sizeof *p);
 }
+
+static enum tf_exl3_cb exl3_cb(enum tf_codebook cb)
+{
+	return cb == TF_CODEBOOK_MCG ? TF_EXL3_CB_MCG : cb == TF_CODEBOOK_MUL1 ? TF_EXL3_CB_MUL1 :
+									 TF_EXL3_CB_3INST;
+}
+
+tf_status tf_plan_exl3_part(const struct tf_plan *plan, const struct tf_plan_group *g,
+			    struct tf_exl3_part *part)
+{
+	struct tf_exl3_geom whole = {g->spec.k, g->spec.n, g->bits, exl3_cb(g->codebook)};
+	enum tf_exl3_split sp = g->spec.split == TF_SPLIT_ROW ? TF_EXL3_ROW :
+				g->spec.split == TF_SPLIT_COL ? TF_EXL3_COL : TF_EXL3_WHOLE;
+	bool whole_split = sp == TF_EXL3_WHOLE;
+	tf_status st = tf_exl3_part(&whole, sp, whole_split ? 0 : plan->rank, whole_split ? 1 : plan->world,
+				    part);
+	if (st)
+		return tf_err_wrap(st, "group '%s': ", g->spec.name);
+	if (part->k0 != g->k0 || part->k0 + part->g.k != g->k1 || part->n0 != g->n0 ||
+	    part->n0 + part->g.n != g->n1 || tf_exl3_trellis_bytes(&part->g) != g->trellis_bytes)
+		return tf_err(TF_ERR_INTERNAL, "group '%s': the plan's cut differs from the EXL3 slice",
+			      g->spec.name);
+	return TF_OK;
+}

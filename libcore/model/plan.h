@@ -16,6 +16,7 @@
 
 #include "base/status.h"
 #include "model/config.h"
+#include "model/exl3.h"
 #include "model/names.h"
 #include "pack/pack.h"
 
@@ -65,5 +66,11 @@ static inline uint64_t tf_tile_bytes(uint32_t bits)
 {
 	return 32u * bits;
 }
+
+/* The EXL3 part of one of the plan's groups for the plan's rank (geometry
+ * and runs in the whole trellis), checked against the plan's cut:
+ * TF_ERR_INTERNAL when the two disagree. */
+tf_status tf_plan_exl3_part(const struct tf_plan *plan, const struct tf_plan_group *g,
+			    struct tf_exl3_part *part);
 
 #endif

@@ -121,30 +121,6 @@ static tf_status items_build(const struct tf_config *c, const struct tf_plan *pl
 	return TF_OK;
 }
 
-static enum tf_exl3_cb exl3_cb(enum tf_codebook cb)
-{
-	return cb == TF_CODEBOOK_MCG ? TF_EXL3_CB_MCG : cb == TF_CODEBOOK_MUL1 ? TF_EXL3_CB_MUL1 :
-									 TF_EXL3_CB_3INST;
-}
-
-/* The EXL3 part of a planned group, checked against the plan's cut. */
-static tf_status group_part(const struct tf_plan *plan, const struct tf_plan_group *g,
-			    struct tf_exl3_part *part)
-{
-	struct tf_exl3_geom whole = {g->spec.k, g->spec.n, g->bits, exl3_cb(g->codebook)};
-	enum tf_exl3_split sp = g->spec.split == TF_SPLIT_ROW ? TF_EXL3_ROW :
-				g->spec.split == TF_SPLIT_COL ? TF_EXL3_COL : TF_EXL3_WHOLE;
-	tf_status st = tf_exl3_part(&whole, sp, sp == TF_EXL3_WHOLE ? 0 : plan->rank,
-				    sp == TF_EXL3_WHOLE ? 1 : plan->world, part);
-	if (st)
-		return tf_err_wrap(st, "group '%s': ", g->spec.name);
-	if (part->k0 != g->k0 || part->k0 + part->g.k != g->k1 || part->n0 != g->n0 ||
-	    part->n0 + part->g.n != g->n1 || tf_exl3_trellis_bytes(&part->g) != g->trellis_bytes)
-		return tf_err(TF_ERR_INTERNAL, "group '%s': the plan's cut differs from the EXL3 slice",
-			      g->spec.name);
-	return TF_OK;
-}
-
 static enum tf_prep_dtype native_dtype(const struct tf_plan_native *n)
 {
 	return n->spec.store == TF_STORE_HALF ? TF_PREP_BF16 : TF_PREP_F32;
@@ -176,7 +152,7 @@ static tf_status declare_items(const struct tf_plan *plan, const struct items *i
 		struct tf_exl3_part part;
 		uint64_t one = 1;
 		if (m->kind == IT_GROUP) {
-			if ((st = group_part(plan, m->g, &part)))
+			if ((st = tf_plan_exl3_part(plan, m->g, &part)))
 				break;
 			uint64_t ts[3] = {part.g.k / 16, part.g.n / 16, 16ull * part.g.bits};
 			uint64_t k = part.g.k, n = part.g.n;
@@ -191,7 +167,7 @@ static tf_status declare_items(const struct tf_plan *plan, const struct items *i
 			if (!geo || !off)
 				st = tf_err(TF_ERR_NOMEM, "out of memory");
 			for (uint32_t e = 0; e < m->nex && !st; e++)
-				if (!(st = group_part(plan, m->ex[e], &part)))
+				if (!(st = tf_plan_exl3_part(plan, m->ex[e], &part)))
 					geo[e] = part.g;
 			if (!st)
 				st = tf_exl3_experts_layout(geo, m->nex, off, &total, &ragged);
@@ -295,7 +271,7 @@ static tf_status put_trellis(struct wctx *x, const struct tf_plan_group *g, cons
 			     const char *suffix)
 {
 	struct tf_exl3_part p;
-	tf_status st = group_part(x->plan, g, &p);
+	tf_status st = tf_plan_exl3_part(x->plan, g, &p);
 	if (st)
 		return st;
 	if (p.stride == p.run_bytes || p.run_bytes >= RUN_ALONE) {
@@ -350,7 +326,7 @@ static tf_status write_experts(struct wctx *x, const struct item *m)
 	}
 	for (uint32_t e = 0; e < m->nex; e++) {
 		struct tf_exl3_part p;
-		if ((st = group_part(x->plan, m->ex[e], &p)))
+		if ((st = tf_plan_exl3_part(x->plan, m->ex[e], &p)))
 			goto out;
 		geo[e] = p.g;
 		bits[e] = (int32_t)p.g.bits;

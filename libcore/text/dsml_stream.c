@@ -239,6 +239,10 @@ static tf_status read_calls(struct tf_dsml_stream *s, const char *t, size_t to, 
 		tf_status st = read_params(s, t, params_to);
 		if (st)
 			return st;
+		/* A call whose parameters are held back stays open: its end is
+		 * known, but a header still arriving may end them sooner. */
+		if (params_to < stop)
+			return TF_OK;
 		bool closed = o->has_end && stop == o->end_m.start;
 		if (!closed && !o->has_nxt)
 			return TF_OK;

@@ -39,20 +39,6 @@ static struct tf_model *open_model(void)
 	return m;
 }
 
-/* worst |a - b| / max |b| over n */
-static double rel(const float *a, const float *b, size_t n)
-{
-	double d = 0, s = 1e-30;
-	for (size_t i = 0; i < n; i++) {
-		double e = fabs((double)a[i] - b[i]);
-		if (e > d || e != e)
-			d = e != e ? INFINITY : e;
-		if (fabs(b[i]) > s)
-			s = fabs(b[i]);
-	}
-	return d / s;
-}
-
 enum { T = 12, LONG = 40 };
 static const int32_t ids[LONG] = {1,   17,  300, 42,  42,  7,   99,  511, 3,   250, 128, 64, 5,  6,
 				  200, 201, 202, 9,   9,   9,   400, 33,  34,  35,  36,  480, 2,  77,
@@ -98,13 +84,13 @@ static void properties(uint64_t seed)
 		ck_assert(isfinite(whole[i]));
 	/* decode token by token, then chunks of 5 */
 	run_chunks(m, T, 1, other);
-	double d1 = rel(other, whole, (size_t)T * V);
+	double d1 = tinypack_rel(other, whole, (size_t)T * V);
 	run_chunks(m, T, 5, other);
-	double d5 = rel(other, whole, (size_t)T * V);
+	double d5 = tinypack_rel(other, whole, (size_t)T * V);
 	fprintf(stderr, "seed %llu: decode vs prefill %.3g, chunks of 5 %.3g\n",
 		(unsigned long long)seed, d1, d5);
 	ck_assert(d1 <= BOUND && d5 <= BOUND);
-	ck_assert(rel(whole + V, whole, V) > 1e-3); /* positions differ */
+	ck_assert(tinypack_rel(whole + V, whole, V) > 1e-3); /* positions differ */
 	/* a batch of two sequences at different positions equals each alone */
 	int a, b;
 	ck_assert_int_eq(tf_model_seq_new(m, &a), TF_OK);
@@ -118,7 +104,7 @@ static void properties(uint64_t seed)
 	int64_t bpos[4] = {4, 5, 0, 1};
 	int bs[4] = {a, a, b, b};
 	ck_assert_int_eq(tf_model_forward(m, 4, bid, bpos, bs, tmp), TF_OK);
-	double db = fmax(rel(tmp, whole + 4 * V, 2 * V), rel(tmp + 2 * V, whole, 2 * V));
+	double db = fmax(tinypack_rel(tmp, whole + 4 * V, 2 * V), tinypack_rel(tmp + 2 * V, whole, 2 * V));
 	/* fork a at 6, roll the fork back to 3 and rerun 3..5 */
 	int f;
 	ck_assert_int_eq(tf_model_seq_fork(m, a, &f), TF_OK);
@@ -127,11 +113,11 @@ static void properties(uint64_t seed)
 	int64_t rpos[3] = {3, 4, 5};
 	int fs[3] = {f, f, f};
 	ck_assert_int_eq(tf_model_forward(m, 3, ids + 3, rpos, fs, tmp), TF_OK);
-	double df = rel(tmp, whole + 3 * V, 3 * V);
+	double df = tinypack_rel(tmp, whole + 3 * V, 3 * V);
 	/* and the fork continues like the original would */
 	int64_t p6 = 6;
 	ck_assert_int_eq(tf_model_forward(m, 1, ids + 6, &p6, &f, tmp), TF_OK);
-	df = fmax(df, rel(tmp, whole + 6 * V, V));
+	df = fmax(df, tinypack_rel(tmp, whole + 6 * V, V));
 	fprintf(stderr, "seed %llu: batch vs alone %.3g, fork/rollback %.3g\n",
 		(unsigned long long)seed, db, df);
 	ck_assert(db <= BOUND && df <= BOUND);
@@ -166,9 +152,9 @@ START_TEST(long_prefill_matches_decode)
 	float *whole = malloc(sizeof(float) * LONG * V), *other = malloc(sizeof(float) * LONG * V);
 	run_chunks(m, LONG, LONG, whole);
 	run_chunks(m, LONG, 1, other);
-	double d1 = rel(other, whole, (size_t)LONG * V);
+	double d1 = tinypack_rel(other, whole, (size_t)LONG * V);
 	run_chunks(m, LONG, 17, other);
-	double d17 = rel(other, whole, (size_t)LONG * V);
+	double d17 = tinypack_rel(other, whole, (size_t)LONG * V);
 	fprintf(stderr, "%d rows: decode vs prefill %.3g, chunks of 17 %.3g\n", LONG, d1, d17);
 	ck_assert(d1 < 3e-2 && d17 < 3e-2);
 	free(whole);

@@ -409,6 +409,41 @@ START_TEST(rule_stream_holds_back)
 }
 END_TEST
 
+/* A value holding what looks like an invoke header whose name is still
+ * open when the invoke's end arrives (its quote comes after, and then no
+ * '>'): the whole parse refuses that header at the end and keeps the
+ * parameter; the consistent stream, fed a byte at a time, used to close the
+ * call with its parameters held back and lose it (found by fuzz_dsml). */
+START_TEST(consistent_call_waits_for_a_header_in_a_value)
+{
+	json_t *tj = json_loads(TOOLS, 0, NULL);
+	struct tf_dsml_tools *tools = tf_dsml_tools_new(tj);
+	const char *text = "ok</think>" M " calls>\n" M " invoke name=\"get_weather\">\n" M
+			   " parameter name=\"city\" string=\"true\">Oslo " M " invoke name=\"x\n" MC
+			   " parameter>\n" MC " invoke>\n" MC " calls> then name=\"y tail";
+	struct tf_dsml_reply r;
+	ck_assert_int_eq(tf_dsml_parse(text, strlen(text), true, tools, &r), TF_OK);
+	ck_assert_uint_eq(r.ncalls, 1);
+	json_t *whole = calls_json(r.calls, r.ncalls);
+	size_t n = strlen(text), cuts[1024], nc = 0;
+	for (size_t at = 1; at < n && nc < 1024; at++)
+		cuts[nc++] = at;
+	json_t *calls;
+	json_t *all = stream_chunks_with(text, cuts, nc, true, tools, true, &calls);
+	char *w = show(whole), *g = show(calls);
+	ck_assert_msg(json_equal(whole, calls), "whole %s\n streamed %s", w, g);
+	ck_assert_ptr_nonnull(strstr(w, "Oslo"));
+	free(w);
+	free(g);
+	json_decref(all);
+	json_decref(calls);
+	json_decref(whole);
+	tf_dsml_reply_release(&r);
+	tf_dsml_tools_free(tools);
+	json_decref(tj);
+}
+END_TEST
+
 START_TEST(rule_shapes)
 {
 	json_t *tj = json_loads(TOOLS, 0, NULL);
@@ -725,6 +760,7 @@ Suite *suite_dsml(void)
 	tcase_add_test(tc, rule_shapes);
 	tcase_add_test(tc, random_splits);
 	tcase_add_test(tc, consistent_goldens);
+	tcase_add_test(tc, consistent_call_waits_for_a_header_in_a_value);
 	suite_add_tcase(s, tc);
 	return s;
 }

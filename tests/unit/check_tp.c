@@ -84,20 +84,6 @@ static struct tf_model_group *open_group(int world, const char *prepared)
 	return g;
 }
 
-/* worst |a - b| / max |b| over n */
-static double rel(const float *a, const float *b, size_t n)
-{
-	double d = 0, s = 1e-30;
-	for (size_t i = 0; i < n; i++) {
-		double e = fabs((double)a[i] - b[i]);
-		if (e > d || e != e)
-			d = e != e ? INFINITY : e;
-		if (fabs(b[i]) > s)
-			s = fabs(b[i]);
-	}
-	return d / s;
-}
-
 enum { T = 12 };
 static const int32_t ids[T] = {1, 17, 300, 42, 42, 7, 99, 511, 3, 250, 128, 64};
 
@@ -140,7 +126,7 @@ START_TEST(worlds_agree)
 	float *got = malloc(sizeof(float) * n);
 	run(g1, T, ref);
 	run(g1, 1, dec);
-	ck_assert(rel(dec, ref, n) == 0); /* world 1: decode is prefill to the bit */
+	ck_assert(tinypack_rel(dec, ref, n) == 0); /* world 1: decode is prefill to the bit */
 	tf_model_group_free(g1);
 	for (int world = 2; world <= 4; world *= 2) {
 		struct tf_model_group *g = open_group(world, NULL);
@@ -149,11 +135,11 @@ START_TEST(worlds_agree)
 			if (chunk == T)
 				memcpy(dec, got, sizeof(float) * n);
 			else /* each rank's decode is its prefill to the bit, as at world 1 */
-				ck_assert(rel(got, dec, n) == 0);
+				ck_assert(tinypack_rel(got, dec, n) == 0);
 			double worst = 0;
 			int past = 0;
 			for (int r = 0; r < T + 4; r++) {
-				double d = rel(got + (size_t)r * V, ref + (size_t)r * V, V);
+				double d = tinypack_rel(got + (size_t)r * V, ref + (size_t)r * V, V);
 				worst = d > worst ? d : worst;
 				past += d > BOUND;
 			}
@@ -370,10 +356,10 @@ START_TEST(prepared_equals_pack)
 		struct tf_model_group *gp = open_group(world, NULL), *gq = open_group(world, dir);
 		run(gp, T, a);
 		run(gq, T, b);
-		ck_assert(rel(b, a, n) == 0);
+		ck_assert(tinypack_rel(b, a, n) == 0);
 		run(gq, 1, b);
 		run(gp, 1, a);
-		ck_assert(rel(b, a, n) == 0);
+		ck_assert(tinypack_rel(b, a, n) == 0);
 		fprintf(stderr, "world %d: prepared folder == pack, prefill and decode, to the bit\n",
 			world);
 		tf_model_group_free(gp);

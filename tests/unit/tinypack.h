@@ -1,10 +1,12 @@
-/* tinypack.h: a synthetic pack of the `tiny` preset (EXL3 at 2, 3 and 4
- * bits, mixed codebooks, 4 MiB shards, an index) in a fresh folder under
- * /tmp, for the unit suites that load a model from a pack. */
+/* tinypack.h: for the unit suites that load a model from a pack: a
+ * synthetic pack of the `tiny` preset (EXL3 at 2, 3 and 4 bits, mixed
+ * codebooks, 4 MiB shards, an index) in a fresh folder under /tmp, and the
+ * distance between two sets of logits they compare with. */
 #ifndef TF_TESTS_TINYPACK_H
 #define TF_TESTS_TINYPACK_H
 
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,21 @@ static inline void tinypack_make(struct tinypack *p, const char *tag, uint64_t s
 	struct tf_synth_opts so = {.seed = seed, .bits = {2, 3, 4}, .nbits = 3,
 				   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 4u << 20, .index = true};
 	tinypack_make_with(p, tag, &cfg, &so);
+}
+
+/* How far logits a are from b: the worst |a - b| over the largest |b|
+ * (a NaN anywhere counts as infinitely far). */
+static inline double tinypack_rel(const float *a, const float *b, size_t n)
+{
+	double d = 0, s = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)a[i] - b[i]);
+		if (e > d || e != e)
+			d = e != e ? INFINITY : e;
+		if (fabs(b[i]) > s)
+			s = fabs(b[i]);
+	}
+	return d / s;
 }
 
 /* Remove the folder and everything in it. */
