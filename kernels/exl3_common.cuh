@@ -1,6 +1,7 @@
 /* exl3_common.cuh: device helpers shared by the EXL3 kernels
- * (exl3_gemv.cu, exl3_gemm.cu): the in-warp 128-point Hadamard, the three
- * codebooks two states at a time, and reading a 16-bit state out of a
+ * (exl3_gemv.cu, exl3_gemv1.cu, exl3_gemm.cu): the in-warp 128-point
+ * Hadamard with the input and output scalings around it, the three codebooks
+ * two states at a time, and reading a 16-bit state out of a
  * lane's 96-bit window of the bit stream (shared/reference/exl3-format.md
  * §2–4). */
 #ifndef TF_KERNELS_EXL3_COMMON_CUH
@@ -29,6 +30,56 @@ __device__ __forceinline__ void had128_warp(float v[4], int lane)
 			float p = __shfl_xor_sync(0xffffffffu, v[i], m);
 			v[i] = upper ? p - v[i] : v[i] + p;
 		}
+	}
+}
+
+/* A lane's 4 inputs of the input Hadamard: v[i] = x[i] · suh[i] (both
+ * 8-byte aligned). */
+__device__ __forceinline__ void scale_in4(const __nv_bfloat16 *x, const __half *suh, float v[4])
+{
+	const uint2 xb = *reinterpret_cast<const uint2 *>(x);
+	const uint2 sb = *reinterpret_cast<const uint2 *>(suh);
+	const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
+	const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
+	const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
+	const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
+	v[0] = __low2float(x01) * __low2float(s01);
+	v[1] = __high2float(x01) * __high2float(s01);
+	v[2] = __low2float(x23) * __low2float(s23);
+	v[3] = __high2float(x23) * __high2float(s23);
+}
+
+/* A lane's 4 values of u after the Hadamard, normalised, as fp16 at dst. */
+__device__ __forceinline__ void store_u4(__half *dst, const float v[4])
+{
+	__half2 h01 = __floats2half2_rn(v[0] * HAD_SCALE, v[1] * HAD_SCALE);
+	__half2 h23 = __floats2half2_rn(v[2] * HAD_SCALE, v[3] * HAD_SCALE);
+	uint2 st;
+	st.x = *reinterpret_cast<uint32_t *>(&h01);
+	st.y = *reinterpret_cast<uint32_t *>(&h23);
+	*reinterpret_cast<uint2 *>(dst) = st;
+}
+
+/* A lane's 4 outputs after the output Hadamard: y[off + i] = v[i] ·
+ * HAD_SCALE · svh[i], bf16 or f32. */
+__device__ __forceinline__ void store_y4(void *y, bool y_bf16, size_t off, const float v[4],
+					 const __half *svh)
+{
+	const uint2 sb = *reinterpret_cast<const uint2 *>(svh);
+	const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
+	const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
+	const float y0 = v[0] * HAD_SCALE * __low2float(s01);
+	const float y1 = v[1] * HAD_SCALE * __high2float(s01);
+	const float y2 = v[2] * HAD_SCALE * __low2float(s23);
+	const float y3 = v[3] * HAD_SCALE * __high2float(s23);
+	if (y_bf16) {
+		__nv_bfloat162 b01 = __floats2bfloat162_rn(y0, y1), b23 = __floats2bfloat162_rn(y2, y3);
+		uint2 st;
+		st.x = *reinterpret_cast<uint32_t *>(&b01);
+		st.y = *reinterpret_cast<uint32_t *>(&b23);
+		*reinterpret_cast<uint2 *>(static_cast<__nv_bfloat16 *>(y) + off) = st;
+	} else {
+		*reinterpret_cast<float4 *>(static_cast<float *>(y) + off) = make_float4(y0, y1, y2, y3);
 	}
 }
 

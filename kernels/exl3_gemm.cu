@@ -65,24 +65,10 @@ tf_exl3_had_in(const __nv_bfloat16 *x, const __half *suh, __half *u, int rows, i
 	if (gw >= rows * kbs)
 		return;
 	const int r = gw / kbs, k0 = (gw % kbs) * 128 + 4 * lane;
-	const uint2 xb = *reinterpret_cast<const uint2 *>(x + (size_t)r * k + k0);
-	const uint2 sb = *reinterpret_cast<const uint2 *>(suh + k0);
-	const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
-	const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
-	const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
-	const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
 	float v[4];
-	v[0] = __low2float(x01) * __low2float(s01);
-	v[1] = __high2float(x01) * __high2float(s01);
-	v[2] = __low2float(x23) * __low2float(s23);
-	v[3] = __high2float(x23) * __high2float(s23);
+	scale_in4(x + (size_t)r * k + k0, suh + k0, v);
 	had128_warp(v, lane);
-	__half2 h01 = __floats2half2_rn(v[0] * HAD_SCALE, v[1] * HAD_SCALE);
-	__half2 h23 = __floats2half2_rn(v[2] * HAD_SCALE, v[3] * HAD_SCALE);
-	uint2 st;
-	st.x = *reinterpret_cast<uint32_t *>(&h01);
-	st.y = *reinterpret_cast<uint32_t *>(&h23);
-	*reinterpret_cast<uint2 *>(u + (size_t)r * k + k0) = st;
+	store_u4(u + (size_t)r * k + k0, v);
 }
 
 /* y[r][n] = Ĥ(a[r]) ⊙ svh per 128-block, a f32 [rows][N], y f32 or bf16
@@ -99,20 +85,5 @@ tf_exl3_had_out(const float *a, const __half *svh, void *y, int rows, int n, int
 	const float4 av = *reinterpret_cast<const float4 *>(a + (size_t)r * n + n0);
 	float v[4] = {av.x, av.y, av.z, av.w};
 	had128_warp(v, lane);
-	const uint2 sb = *reinterpret_cast<const uint2 *>(svh + n0);
-	const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
-	const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
-	const float y0 = v[0] * HAD_SCALE * __low2float(s01);
-	const float y1 = v[1] * HAD_SCALE * __high2float(s01);
-	const float y2 = v[2] * HAD_SCALE * __low2float(s23);
-	const float y3 = v[3] * HAD_SCALE * __high2float(s23);
-	if (y_bf16) {
-		__nv_bfloat162 b01 = __floats2bfloat162_rn(y0, y1), b23 = __floats2bfloat162_rn(y2, y3);
-		uint2 st;
-		st.x = *reinterpret_cast<uint32_t *>(&b01);
-		st.y = *reinterpret_cast<uint32_t *>(&b23);
-		*reinterpret_cast<uint2 *>(static_cast<__nv_bfloat16 *>(y) + (size_t)r * n + n0) = st;
-	} else {
-		*reinterpret_cast<float4 *>(static_cast<float *>(y) + (size_t)r * n + n0) = make_float4(y0, y1, y2, y3);
-	}
+	store_y4(y, y_bf16, (size_t)r * n + n0, v, svh + n0);
 }

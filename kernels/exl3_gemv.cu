@@ -125,24 +125,10 @@ __device__ __forceinline__ void build_u(const gemv_job &a, int kb, int r, int la
 	if (r < a.rows) {
 		const int k = kb * 128 + 4 * lane;
 		const int xr = a.xrow ? a.xrow[r] : r;
-		const uint2 xb = *reinterpret_cast<const uint2 *>(a.x + (size_t)xr * a.k + k);
-		const uint2 sb = *reinterpret_cast<const uint2 *>(a.suh + k);
-		const __nv_bfloat162 x01 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.x);
-		const __nv_bfloat162 x23 = *reinterpret_cast<const __nv_bfloat162 *>(&xb.y);
-		const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
-		const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
-		v[0] = __low2float(x01) * __low2float(s01);
-		v[1] = __high2float(x01) * __high2float(s01);
-		v[2] = __low2float(x23) * __low2float(s23);
-		v[3] = __high2float(x23) * __high2float(s23);
+		scale_in4(a.x + (size_t)xr * a.k + k, a.suh + k, v);
 		had128_warp(v, lane);
 	}
-	__half2 h01 = __floats2half2_rn(v[0] * HAD_SCALE, v[1] * HAD_SCALE);
-	__half2 h23 = __floats2half2_rn(v[2] * HAD_SCALE, v[3] * HAD_SCALE);
-	uint2 st;
-	st.x = *reinterpret_cast<uint32_t *>(&h01);
-	st.y = *reinterpret_cast<uint32_t *>(&h23);
-	*reinterpret_cast<uint2 *>(dst + 4 * lane) = st;
+	store_u4(dst + 4 * lane, v);
 }
 
 /* The v8 body's u for the block's whole slice of K (chunks_per_slice ×
@@ -377,23 +363,7 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 				v[i] = sm.part[r][4 * lane + i];
 			had128_warp(v, lane);
 			const int n0 = nb * 128 + 4 * lane;
-			const uint2 sb = *reinterpret_cast<const uint2 *>(a.svh + n0);
-			const __half2 s01 = *reinterpret_cast<const __half2 *>(&sb.x);
-			const __half2 s23 = *reinterpret_cast<const __half2 *>(&sb.y);
-			const float y0 = v[0] * HAD_SCALE * __low2float(s01);
-			const float y1 = v[1] * HAD_SCALE * __high2float(s01);
-			const float y2 = v[2] * HAD_SCALE * __low2float(s23);
-			const float y3 = v[3] * HAD_SCALE * __high2float(s23);
-			if (a.y_bf16) {
-				__nv_bfloat162 b01 = __floats2bfloat162_rn(y0, y1), b23 = __floats2bfloat162_rn(y2, y3);
-				uint2 st;
-				st.x = *reinterpret_cast<uint32_t *>(&b01);
-				st.y = *reinterpret_cast<uint32_t *>(&b23);
-				*reinterpret_cast<uint2 *>(static_cast<__nv_bfloat16 *>(a.y) + (size_t)r * a.n + n0) = st;
-			} else {
-				*reinterpret_cast<float4 *>(static_cast<float *>(a.y) + (size_t)r * a.n + n0) =
-					make_float4(y0, y1, y2, y3);
-			}
+			store_y4(a.y, a.y_bf16, (size_t)r * a.n + n0, v, a.svh + n0);
 		}
 	}
 }
