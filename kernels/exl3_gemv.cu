@@ -46,68 +46,8 @@
  * switches on the width once per block. Split-K sums use the workspace
  * rows of the task (acc + t·R·N, count + t·N/128). R is 1 (decode) or 4;
  * prefill groups of many rows per expert take the GEMM path. */
-#include "kernels/exl3_common.cuh"
+#include "kernels/exl3_gemv.cuh"
 
-struct exl3_gemv_args {
-	const uint32_t *trellis; /* the tiles, as u32 words */
-	const __half *suh;       /* [K] */
-	const __half *svh;       /* [N] */
-	const __nv_bfloat16 *x;  /* [rows][K] */
-	void *y;                 /* [rows][N], f32 or bf16 */
-	float *acc;              /* [16][N] zeroed workspace */
-	unsigned *count;         /* [N/128] zeroed */
-	int k, n, rows;
-	int chunks_per_slice;    /* 128-blocks of K per block */
-	int y_bf16;
-};
-
-/* One expert of a ragged group. */
-struct exl3_expert {
-	unsigned long long off; /* byte offset of its trellis */
-	int bits, pad;
-};
-
-/* One task: an expert and its rows. */
-struct exl3_task {
-	int expert, first, count, pad;
-};
-
-struct exl3_experts_args {
-	const unsigned char *trellis;      /* all experts, back to back */
-	const exl3_expert *experts;        /* [E] */
-	const __half *suh;                 /* [E][K] */
-	const __half *svh;                 /* [E][N] */
-	const exl3_task *tasks;            /* [T] */
-	const int *xrow;                   /* [pairs]: the x row of each pair */
-	const __nv_bfloat16 *x;            /* [rows][K] */
-	void *y;                           /* [pairs][N] */
-	float *acc;                        /* [T][R][N] zeroed */
-	unsigned *count;                   /* [T][N/128] zeroed */
-	int k, n;
-	int chunks_per_slice;
-	int y_bf16;
-};
-
-#define GEMV_THREADS 256
-
-__device__ __forceinline__ uint32_t h2u(__half2 h)
-{
-	return *reinterpret_cast<uint32_t *>(&h);
-}
-
-/* What one block of the body works on. */
-struct gemv_job {
-	const uint32_t *trellis;
-	const __half *suh, *svh;
-	const __nv_bfloat16 *x;
-	const int *xrow; /* x row of row r: xrow[r], or r when NULL */
-	void *y;         /* row r at y + r·N */
-	float *acc;      /* this job's [rows][N] partial sums */
-	unsigned *count; /* this job's [N/128] counters */
-	int k, n, rows;
-	int chunks_per_slice;
-	int y_bf16;
-};
 
 /* Shared memory of the body for R rows. */
 template <int R>
@@ -317,55 +257,7 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 			}
 		}
 	}
-	__syncthreads();
-
-	const int slices = gridDim.y;
-	if (slices > 1) {
-		float *acc_g = a.acc + (size_t)nb * 128;
-		for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
-			const int r = e >> 7, c = e & 127;
-			if (r < a.rows)
-				atomicAdd(acc_g + (size_t)r * a.n + c, sm.part[r][c]);
-		}
-		if (!LEAN)
-			__threadfence();
-		__syncthreads();
-		if (threadIdx.x == 0) {
-			if (LEAN)
-				__threadfence(); /* cumulative over the barrier: the block's sums */
-			sm.last = atomicAdd(a.count + nb, 1u) == (unsigned)slices - 1;
-		}
-		__syncthreads();
-		if (!sm.last)
-			return;
-		__threadfence();
-		for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
-			const int r = e >> 7, c = e & 127;
-			if (r < a.rows) {
-				float *p = acc_g + (size_t)r * a.n + c;
-				sm.part[r][c] = __ldcg(p);
-				__stcg(p, 0.f);
-			}
-		}
-		if (threadIdx.x == 0)
-			a.count[nb] = 0;
-		__syncthreads();
-	}
-
-	/* y = (a · Ĥ_N) ⊙ svh for this block's 128 columns: warp w, rows w, w+8. */
-#pragma unroll
-	for (int rr = 0; rr < (R + 7) / 8; rr++) {
-		const int r = warp + 8 * rr;
-		if (r < R && r < a.rows) {
-			float v[4];
-#pragma unroll
-			for (int i = 0; i < 4; i++)
-				v[i] = sm.part[r][4 * lane + i];
-			had128_warp(v, lane);
-			const int n0 = nb * 128 + 4 * lane;
-			store_y4(a.y, a.y_bf16, (size_t)r * a.n + n0, v, a.svh + n0);
-		}
-	}
+	gemv_tail<R, LEAN ? 1 : 0>(a, sm.part, sm.last);
 }
 
 #define EXL3_GEMV(B, CB, R) \
@@ -441,24 +333,8 @@ template <int CB, int R>
 __device__ __forceinline__ void exl3_experts(const exl3_experts_args &a)
 {
 	__shared__ __align__(16) gemv_smem<R> sm;
-	const exl3_task t = a.tasks[blockIdx.z];
-	const exl3_expert e = a.experts[t.expert];
 	gemv_job j;
-	j.trellis = reinterpret_cast<const uint32_t *>(a.trellis + e.off);
-	j.suh = a.suh + (size_t)t.expert * a.k;
-	j.svh = a.svh + (size_t)t.expert * a.n;
-	j.x = a.x;
-	j.xrow = a.xrow + t.first;
-	j.y = a.y_bf16 ? static_cast<void *>(static_cast<__nv_bfloat16 *>(a.y) + (size_t)t.first * a.n)
-	               : static_cast<void *>(static_cast<float *>(a.y) + (size_t)t.first * a.n);
-	j.acc = a.acc + (size_t)blockIdx.z * R * a.n;
-	j.count = a.count + (size_t)blockIdx.z * (a.n >> 7);
-	j.k = a.k;
-	j.n = a.n;
-	j.rows = t.count;
-	j.chunks_per_slice = a.chunks_per_slice;
-	j.y_bf16 = a.y_bf16;
-	switch (e.bits) {
+	switch (experts_job<R>(a, j)) {
 	case 1: exl3_gemv<1, CB, R>(j, sm); break;
 	case 2: exl3_gemv<2, CB, R>(j, sm); break;
 	case 3: exl3_gemv<3, CB, R>(j, sm); break;

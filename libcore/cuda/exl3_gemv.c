@@ -24,7 +24,8 @@ struct gemv1_args {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static tf_cu_func funcs[9][3][8]; /* slot 5: the lean one-row body (v7); 6: v8; 7: v9 */
+static tf_cu_func funcs[9][3][9]; /* slot 5: the lean one-row body (v7); 6: v8; 7: v9;
+                                   8: MUL1 on the int8 tensor cores (v10) */
 static tf_cu_func funcs1[9][3];
 static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
@@ -40,7 +41,7 @@ static unsigned funcs_generation; /* of the module the handles came from */
 
 /* Opt-in switches: -1 until read from the environment (on when set to
  * "1") or set by tf_cu_exl3_options. */
-static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v8 = -1;
+static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v8 = -1, opt_v10 = -1;
 
 static int env_flag(const char *name)
 {
@@ -48,10 +49,35 @@ static int env_flag(const char *name)
 	return v && !strcmp(v, "1");
 }
 
+/* $TF_CUDA_PDL: 1 every EXL3 GEMV launch is a programmatic dependent
+ * launch, 0 none, unset (2) the v10 launches only (they measured faster
+ * as dependent launches on every shape, the others slower at 2 bits). */
+static int pdl_env(void)
+{
+	const char *v = getenv("TF_CUDA_PDL");
+	return !v ? 2 : !strcmp(v, "1") ? 1 : !strcmp(v, "0") ? 0 : 2;
+}
+
 void tf_cu_exl3_options(int v5, int pdl)
 {
 	opt_v5 = v5 < 0 ? env_flag("TF_CUDA_EXL3_GEMV1") : v5 != 0;
-	opt_pdl = pdl < 0 ? env_flag("TF_CUDA_PDL") : pdl != 0;
+	opt_pdl = pdl < 0 ? pdl_env() : pdl;
+}
+
+void tf_cu_exl3_v10(int on)
+{
+	opt_v10 = on;
+}
+
+/* The one-row MUL1 body on the int8 tensor cores (v10) for the single
+ * layer and the experts launch: on unless $TF_CUDA_EXL3_GEMV10=0. */
+static bool v10_on(void)
+{
+	if (opt_v10 < 0) {
+		const char *v = getenv("TF_CUDA_EXL3_GEMV10");
+		opt_v10 = !(v && !strcmp(v, "0"));
+	}
+	return opt_v10;
 }
 
 static int rows_slot(uint32_t rows, unsigned *tmpl)
@@ -204,11 +230,11 @@ static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *reg
 /* Launch f on grid gx × gy, as a programmatic dependent launch when that
  * is switched on and the driver has cuLaunchKernelEx. */
 static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned threads, unsigned shmem,
-                        tf_cu_stream s, void **params)
+                        tf_cu_stream s, void **params, bool v10)
 {
 	if (opt_pdl < 0)
-		opt_pdl = env_flag("TF_CUDA_PDL");
-	if (opt_pdl && tf_cu->LaunchKernelEx) {
+		opt_pdl = pdl_env();
+	if ((opt_pdl == 1 || (opt_pdl == 2 && v10)) && tf_cu->LaunchKernelEx) {
 		struct tf_cu_launch_attr attr = {.id = TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION};
 		attr.value.i = 1;
 		struct tf_cu_launch_config c = {
@@ -238,7 +264,7 @@ static tf_status gemv1(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, tf_cu_ptr 
 		.k = (int32_t)L->g.k, .n = (int32_t)L->g.n, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	st = launch(f, p.grid_x, GEMV1_RANKS, p.threads, p.shmem, s, params);
+	st = launch(f, p.grid_x, GEMV1_RANKS, p.threads, p.shmem, s, params, false);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv1 %ux%u b%u %s (grid %ux%u, %u threads): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), p.grid_x, GEMV1_RANKS, p.threads);
@@ -277,7 +303,9 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	unsigned shmem = 0;
 	if (rows == 1 && opt_v7)
 		slot = 5;
-	if (rows == 1 && opt_v7 && opt_v8 == 2) {
+	if (rows == 1 && v10_on() && !opt_v8 && L->g.cb == TF_EXL3_CB_MUL1) {
+		slot = 8;
+	} else if (rows == 1 && opt_v7 && opt_v8 == 2) {
 		slot = 7;
 		shmem = 8 * 2 * 128 * 2; /* u of each warp, two chunks, fp16 */
 	} else if (rows == 1 && opt_v7 && opt_v8 && p.chunks_per_slice <= GEMV8_CHUNKS_MAX) {
@@ -294,7 +322,7 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	st = launch(f, p.grid_x, p.slices, 256, shmem, s, params);
+	st = launch(f, p.grid_x, p.slices, 256, shmem, s, params, slot == 8);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);
@@ -310,7 +338,7 @@ struct experts_args {
 	int32_t y_bf16;
 };
 
-static tf_cu_func experts_funcs[3][2];
+static tf_cu_func experts_funcs[3][3]; /* slot 2: v10, MUL1 at one row */
 static unsigned experts_generation;
 
 void tf_cu_exl3_experts_table(const struct tf_exl3_geom *g, const uint64_t *offsets, uint32_t count,
@@ -366,6 +394,8 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	int slot = rows_max == 1 ? 0 : rows_max == 4 ? 1 : -1;
 	if (slot < 0)
 		return tf_err(TF_ERR_ARG, "exl3 experts: rows_max %u (1 or 4)", rows_max);
+	if (slot == 0 && E->cb == TF_EXL3_CB_MUL1 && v10_on())
+		slot = 2;
 	if (ntasks == 0)
 		return TF_OK;
 	if (ntasks > 65535)
@@ -390,7 +420,10 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	tf_cu_func *c = &experts_funcs[E->cb][slot];
 	if (!*c) {
 		char name[64];
-		snprintf(name, sizeof(name), "tf_exl3_experts_cb%d_r%u", (int)E->cb, rows_max);
+		if (slot == 2)
+			snprintf(name, sizeof(name), "tf_exl3_experts10_cb2_r1");
+		else
+			snprintf(name, sizeof(name), "tf_exl3_experts_cb%d_r%u", (int)E->cb, rows_max);
 		st = tf_cu_kernel(name, c);
 	}
 	f = *c;

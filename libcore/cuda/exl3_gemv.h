@@ -52,10 +52,17 @@ struct tf_cu_exl3_plan {
 void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int blocks_per_sm,
                      struct tf_cu_exl3_plan *p);
 
-/* Set the two opt-in switches of tf_cu_exl3_gemv (v5 for one row, PDL):
- * 0 off, 1 on, −1 from the environment (the default). Not thread safe
+/* Set the two switches of tf_cu_exl3_gemv (v5 for one row, PDL): 0 off,
+ * 1 on (PDL: 2, the v10 launches only, the default), −1 from the
+ * environment (the default). Not thread safe
  * against launches in flight: for tests and benchmarks. */
 void tf_cu_exl3_options(int v5, int pdl);
+
+/* Set the switch of the one-row MUL1 body on the int8 tensor cores (v10,
+ * kernels/exl3_gemv10.cu; single layers and the experts launch): 0 off (the
+ * fp16 v7 body), 1 on, −1 from $TF_CUDA_EXL3_GEMV10 (the default: on
+ * unless it is "0"). For tests and benchmarks, like tf_cu_exl3_options. */
+void tf_cu_exl3_v10(int on);
 
 /* How a one-row launch (the v5 kernel, kernels/exl3_gemv1.cu) is cut: a
  * cluster of 8 blocks per 128 columns (grid n/128 × 8), threads per block
@@ -70,7 +77,10 @@ struct tf_cu_exl3_plan1 {
 void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf_cu_exl3_plan1 *p);
 
 /* Enqueue y = x · W on stream s. x: bf16 [rows][K]; y: [rows][N], f32 or
- * (y_bf16) bf16; rows 1..16. One row takes the lean body (v7: fp16 sums
+ * (y_bf16) bf16; rows 1..16. One row of a MUL1 layer takes the v10 body
+ * (the hash bytes straight into int8 tensor-core MMAs; 1.15–1.35× v7 on
+ * the H200's larger layers, NOTES.md v10) unless $TF_CUDA_EXL3_GEMV10=0.
+ * Other one-row layers take the lean body (v7: fp16 sums
  * over a whole chunk, one fence before the split-K counter; 4–6% faster
  * on the H200) unless $TF_CUDA_EXL3_GEMV7=0; $TF_CUDA_EXL3_GEMV8=1 or 2 takes the
  * v8 or v9 body instead (u built once a slice, or by every warp: no per-chunk
@@ -79,7 +89,8 @@ void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf
  * one row to the v5 kernel (no workspace: ws may be NULL), and
  * $TF_CUDA_PDL=1 makes every launch a programmatic dependent launch where
  * the driver has cuLaunchKernelEx (the kernels read x and the workspace
- * and write y only after the launches before them are done). TF_ERR_ARG
+ * and write y only after the launches before them are done); unset, only
+ * the v10 launches are (faster on every shape measured), and 0 none. TF_ERR_ARG
  * for a bad geometry, rows, or a workspace too small; driver errors from
  * the launch. */
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,

@@ -433,6 +433,25 @@ int main(void)
 			}
 		}
 	tf_cu_exl3_options(-1, -1);
+	/* One row of MUL1 on both one-row bodies, v10 (int8 tensor cores, the
+	 * default) and v7 (fp16): every width, one slice of 20 chunks (three
+	 * groups of u) and many slices of one chunk, f32 and bf16 output. */
+	for (int v10 = 1; v10 >= 0; v10--) {
+		tf_cu_exl3_v10(v10);
+		double before = worst_rel;
+		worst_rel = 0;
+		for (uint32_t bits = 1; bits <= 8; bits++) {
+			if (quick && bits % 3 != 1)
+				continue;
+			one(&dev, &ws, 2560, 256, bits, TF_EXL3_CB_MUL1, 1, false, -1, seed++);
+			one(&dev, &ws, 5120, 384, bits, TF_EXL3_CB_MUL1, 1, bits % 2 == 0, 16, seed++);
+			cases += 2;
+		}
+		printf("exl3 gemv one row MUL1 %s: worst rel %.2e (f32 output)\n", v10 ? "v10" : "v7", worst_rel);
+		if (before > worst_rel)
+			worst_rel = before;
+	}
+	tf_cu_exl3_v10(-1);
 	/* Release shapes of DeepSeek-V4.1 at the common widths. */
 	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {4096, 1024}, {1280, 8192}};
 	for (size_t s = 0; s < (quick ? 0u : 4u); s++)
@@ -478,6 +497,12 @@ int main(void)
 		experts_one(&dev, &ws, 1024, 384, ebits, 6, cb, 3, 4, 1, false, -1, seed++);
 		ecases += 4;
 	}
+	/* One routed row of MUL1 on the v7 body too (v10 is the default). */
+	tf_cu_exl3_v10(0);
+	experts_one(&dev, &ws, 1024, 384, ebits, 8, TF_EXL3_CB_MUL1, 1, 6, 1, false, 0, seed++);
+	experts_one(&dev, &ws, 1024, 384, ebits, 6, TF_EXL3_CB_MUL1, 3, 4, 1, false, -1, seed++);
+	ecases += 2;
+	tf_cu_exl3_v10(-1);
 	static const uint32_t dsv[6] = {2, 4, 2, 4, 3, 2};
 	if (!quick) {
 		experts_one(&dev, &ws, 5120, 2304, dsv, 6, TF_EXL3_CB_MUL1, 1, 6, 1, false, 0, seed++);

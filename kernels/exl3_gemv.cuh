@@ -1,0 +1,167 @@
+/* exl3_gemv.cuh: what the one-launch GEMV kernels share (exl3_gemv.cu,
+ * exl3_gemv10.cu): the argument block, a block's job and its end (split-K
+ * sums in the workspace, the last block's output Hadamard and svh). */
+#ifndef TF_KERNELS_EXL3_GEMV_CUH
+#define TF_KERNELS_EXL3_GEMV_CUH
+
+#include "kernels/exl3_common.cuh"
+
+struct exl3_gemv_args {
+	const uint32_t *trellis; /* the tiles, as u32 words */
+	const __half *suh;       /* [K] */
+	const __half *svh;       /* [N] */
+	const __nv_bfloat16 *x;  /* [rows][K] */
+	void *y;                 /* [rows][N], f32 or bf16 */
+	float *acc;              /* [16][N] zeroed workspace */
+	unsigned *count;         /* [N/128] zeroed */
+	int k, n, rows;
+	int chunks_per_slice;    /* 128-blocks of K per block */
+	int y_bf16;
+};
+
+#define GEMV_THREADS 256
+
+__device__ __forceinline__ uint32_t h2u(__half2 h)
+{
+	return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* What one block of the body works on. */
+struct gemv_job {
+	const uint32_t *trellis;
+	const __half *suh, *svh;
+	const __nv_bfloat16 *x;
+	const int *xrow; /* x row of row r: xrow[r], or r when NULL */
+	void *y;         /* row r at y + r·N */
+	float *acc;      /* this job's [rows][N] partial sums */
+	unsigned *count; /* this job's [N/128] counters */
+	int k, n, rows;
+	int chunks_per_slice;
+	int y_bf16;
+};
+
+/* One expert of a ragged group. */
+struct exl3_expert {
+	unsigned long long off; /* byte offset of its trellis */
+	int bits, pad;
+};
+
+/* One task: an expert and its rows. */
+struct exl3_task {
+	int expert, first, count, pad;
+};
+
+struct exl3_experts_args {
+	const unsigned char *trellis;      /* all experts, back to back */
+	const exl3_expert *experts;        /* [E] */
+	const __half *suh;                 /* [E][K] */
+	const __half *svh;                 /* [E][N] */
+	const exl3_task *tasks;            /* [T] */
+	const int *xrow;                   /* [pairs]: the x row of each pair */
+	const __nv_bfloat16 *x;            /* [rows][K] */
+	void *y;                           /* [pairs][N] */
+	float *acc;                        /* [T][R][N] zeroed */
+	unsigned *count;                   /* [T][N/128] zeroed */
+	int k, n;
+	int chunks_per_slice;
+	int y_bf16;
+};
+
+/* The job of an experts-launch block (grid (N/128, slices, tasks)): its
+ * task's expert and rows, and that task's rows of the workspace; returns
+ * the expert's bit width. */
+template <int R>
+__device__ __forceinline__ int experts_job(const exl3_experts_args &a, gemv_job &j)
+{
+	const exl3_task t = a.tasks[blockIdx.z];
+	const exl3_expert e = a.experts[t.expert];
+	j.trellis = reinterpret_cast<const uint32_t *>(a.trellis + e.off);
+	j.suh = a.suh + (size_t)t.expert * a.k;
+	j.svh = a.svh + (size_t)t.expert * a.n;
+	j.x = a.x;
+	j.xrow = a.xrow + t.first;
+	j.y = a.y_bf16 ? static_cast<void *>(static_cast<__nv_bfloat16 *>(a.y) + (size_t)t.first * a.n)
+	               : static_cast<void *>(static_cast<float *>(a.y) + (size_t)t.first * a.n);
+	j.acc = a.acc + (size_t)blockIdx.z * R * a.n;
+	j.count = a.count + (size_t)blockIdx.z * (a.n >> 7);
+	j.k = a.k;
+	j.n = a.n;
+	j.rows = t.count;
+	j.chunks_per_slice = a.chunks_per_slice;
+	j.y_bf16 = a.y_bf16;
+	return e.bits;
+}
+
+/* The end of a GEMV block, once part[r][0..127] holds its partial sums of
+ * this block's 128 columns: split-K slices meet in the workspace (the last
+ * block of a column block takes the sums and re-zeroes it), then y =
+ * (a · Ĥ_N) ⊙ svh. How a block's sums are published before its count:
+ * FENCE 0: every thread fences; 1: one thread fences, after the block's
+ * barrier (cumulative over it); 2: that thread's count is one
+ * acquire-release atomic, with no fence (the release is cumulative over
+ * the barrier, the acquire covers the last block's reads after the next
+ * barrier). */
+template <int R, int FENCE>
+__device__ __forceinline__ void gemv_tail(const gemv_job &a, float (*part)[128], unsigned &last)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int nb = blockIdx.x;
+	__syncthreads();
+
+	const int slices = gridDim.y;
+	if (slices > 1) {
+		float *acc_g = a.acc + (size_t)nb * 128;
+		for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
+			const int r = e >> 7, c = e & 127;
+			if (r < a.rows)
+				atomicAdd(acc_g + (size_t)r * a.n + c, part[r][c]);
+		}
+		if (FENCE == 0)
+			__threadfence();
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			unsigned c;
+			if (FENCE == 2) {
+				asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+				             : "=r"(c) : "l"(a.count + nb) : "memory");
+			} else {
+				__threadfence(); /* (FENCE 1: cumulative over the barrier) */
+				c = atomicAdd(a.count + nb, 1u);
+			}
+			last = c == (unsigned)slices - 1;
+		}
+		__syncthreads();
+		if (!last)
+			return;
+		if (FENCE != 2)
+			__threadfence();
+		for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
+			const int r = e >> 7, c = e & 127;
+			if (r < a.rows) {
+				float *p = acc_g + (size_t)r * a.n + c;
+				part[r][c] = __ldcg(p);
+				__stcg(p, 0.f);
+			}
+		}
+		if (threadIdx.x == 0)
+			a.count[nb] = 0;
+		__syncthreads();
+	}
+
+	/* y = (a · Ĥ_N) ⊙ svh for this block's 128 columns: warp w, rows w, w+8. */
+#pragma unroll
+	for (int rr = 0; rr < (R + 7) / 8; rr++) {
+		const int r = warp + 8 * rr;
+		if (r < R && r < a.rows) {
+			float v[4];
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				v[i] = part[r][4 * lane + i];
+			had128_warp(v, lane);
+			const int n0 = nb * 128 + 4 * lane;
+			store_y4(a.y, a.y_bf16, (size_t)r * a.n + n0, v, a.svh + n0);
+		}
+	}
+}
+
+#endif
