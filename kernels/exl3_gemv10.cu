@@ -251,51 +251,24 @@ __device__ __forceinline__ void exl3_gemv10(const gemv_job &a, gemv10_smem &sm)
 		sm.bq[threadIdx.x >> 6][(threadIdx.x >> 3) & 7][threadIdx.x & 7][8] = make_uint4(0u, 0u, 0u, 0u);
 
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+	/* A ring of D register sets: D − 1 chunks in flight while one is
+	 * decoded (4 at 4 bits and 3 at 2 bits, one word a tile; 2 at the
+	 * widths with three words a tile, whose registers run out first). */
+	constexpr int D = B == 4 ? 4 : NW == 1 ? 3 : 2;
 	const int kb0 = st.kb0, kb1 = st.kb1;
-	if constexpr (NW == 1) {
-		/* A ring of four register sets: three chunks in flight while one
-		 * is decoded (one word a tile: 8 registers a set). */
-		uint32_t w0[8][1], w1[8][1], w2[8][1], w3[8][1];
-		if (kb0 < kb1)
-			load10<B>(st, kb0, w0);
-		if (kb0 + 1 < kb1)
-			load10<B>(st, kb0 + 1, w1);
-		if (kb0 + 2 < kb1)
-			load10<B>(st, kb0 + 2, w2);
-		for (int kb = kb0; kb < kb1; kb += 4) {
-			if (kb + 3 < kb1)
-				load10<B>(st, kb + 3, w3);
-			chunk10<B>(a, sm, st, kb, w0);
-			if (kb + 1 >= kb1)
+	uint32_t w[D][8][NW];
+#pragma unroll
+	for (int d = 0; d < D - 1; d++)
+		if (kb0 + d < kb1)
+			load10<B>(st, kb0 + d, w[d]);
+	for (int kb = kb0; kb < kb1; kb += D) {
+#pragma unroll
+		for (int d = 0; d < D; d++) {
+			if (kb + d >= kb1)
 				break;
-			if (kb + 4 < kb1)
-				load10<B>(st, kb + 4, w0);
-			chunk10<B>(a, sm, st, kb + 1, w1);
-			if (kb + 2 >= kb1)
-				break;
-			if (kb + 5 < kb1)
-				load10<B>(st, kb + 5, w1);
-			chunk10<B>(a, sm, st, kb + 2, w2);
-			if (kb + 3 >= kb1)
-				break;
-			if (kb + 6 < kb1)
-				load10<B>(st, kb + 6, w2);
-			chunk10<B>(a, sm, st, kb + 3, w3);
-		}
-	} else {
-		/* Two sets of three words a tile: the next chunk in flight. */
-		uint32_t wa[8][NW], wb[8][NW];
-		if (kb0 < kb1)
-			load10<B>(st, kb0, wa);
-		for (int kb = kb0; kb < kb1; kb += 2) {
-			if (kb + 1 < kb1)
-				load10<B>(st, kb + 1, wb);
-			chunk10<B>(a, sm, st, kb, wa);
-			if (kb + 1 >= kb1)
-				break;
-			if (kb + 2 < kb1)
-				load10<B>(st, kb + 2, wa);
-			chunk10<B>(a, sm, st, kb + 1, wb);
+			if (kb + d + D - 1 < kb1)
+				load10<B>(st, kb + d + D - 1, w[(d + D - 1) % D]);
+			chunk10<B>(a, sm, st, kb + d, w[d]);
 		}
 	}
 	asm volatile("griddepcontrol.wait;" ::: "memory"); /* a block with no chunk */
@@ -308,7 +281,7 @@ __device__ __forceinline__ void exl3_gemv10(const gemv_job &a, gemv10_smem &sm)
 
 /* Four blocks an SM where 64 registers hold the body without spills. */
 #define EXL3_GEMV10(B) \
-	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, (B == 1 || B == 4) ? 4 : 3) \
+	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, (B == 1 || B == 2 || B == 4) ? 4 : 3) \
 	tf_exl3_gemv10_b##B##_cb2(const exl3_gemv_args a) \
 	{ \
 		__shared__ __align__(16) gemv10_smem sm; \

@@ -39,9 +39,12 @@ static unsigned funcs_generation; /* of the module the handles came from */
  * longer slices take v7. */
 #define GEMV8_CHUNKS_MAX 128
 
+#define SPREAD_SHMEM_MAX (200 * 1024)
+
 /* Opt-in switches: -1 until read from the environment (on when set to
  * "1") or set by tf_cu_exl3_options. */
-static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v8 = -1, opt_v10 = -1;
+static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v8 = -1, opt_v10 = -1, opt_spread = -1;
+static int static_smem10[9]; /* the v10 kernels' static shared memory */
 
 static int env_flag(const char *name)
 {
@@ -136,6 +139,12 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
 	p->rows_tmpl = 0; /* more than 16 rows: no GEMV kernel */
 	p->chunks_per_slice = (kb + want - 1) / want;
 	p->slices = (kb + p->chunks_per_slice - 1) / p->chunks_per_slice;
+	/* No block past the target (a second wave of a few blocks costs a
+	 * whole block's time): longer slices until the grid fits. */
+	while (p->slices > 1 && nb * p->slices > target) {
+		p->chunks_per_slice++;
+		p->slices = (kb + p->chunks_per_slice - 1) / p->chunks_per_slice;
+	}
 	rows_slot(rows ? rows : 1, &p->rows_tmpl);
 }
 
@@ -196,10 +205,28 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 		else
 			snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
 		st = tf_cu_kernel(name, c);
+		if (!st && slot == 8) { /* tf_cu_exl3_spread asks for dynamic shared memory */
+			int sm = 0;
+			if (tf_cu->FuncGetAttribute(&sm, TF_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, *c) == 0 && sm > 0)
+				static_smem10[g->bits] = sm;
+			st = TF_CU(tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+			                                   SPREAD_SHMEM_MAX));
+			if (st)
+				*c = NULL;
+		}
 	}
 	*f = *c;
 	pthread_mutex_unlock(&mu);
 	return st;
+}
+
+unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem)
+{
+	unsigned nsm = sms > 0 ? (unsigned)sms : 132, per_sm = (blocks + nsm - 1) / nsm;
+	if (per_sm >= (unsigned)fit || static_smem <= 0)
+		return 0;
+	long shmem = 228L * 1024 / per_sm - 64 - 1024 - static_smem;
+	return shmem <= 0 ? 0 : shmem > SPREAD_SHMEM_MAX ? SPREAD_SHMEM_MAX : (unsigned)shmem;
 }
 
 static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *regs)
@@ -305,6 +332,11 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		slot = 5;
 	if (rows == 1 && v10_on() && !opt_v8 && L->g.cb == TF_EXL3_CB_MUL1) {
 		slot = 8;
+		/* The v10 kernels of widths other than 1, 2 and 4 hold three
+		 * words a tile and fit three blocks an SM, not four. */
+		unsigned b = L->g.bits;
+		if (b != 1 && b != 2 && b != 4 && (blocks_per_sm <= 0 || blocks_per_sm > 3))
+			tf_cu_exl3_plan(&L->g, rows, sms, 3, &p);
 	} else if (rows == 1 && opt_v7 && opt_v8 == 2) {
 		slot = 7;
 		shmem = 8 * 2 * 128 * 2; /* u of each warp, two chunks, fp16 */
@@ -322,6 +354,16 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
+	if (slot == 8) {
+		unsigned b = L->g.bits;
+		if (opt_spread < 0) {
+			const char *v = getenv("TF_CUDA_EXL3_SPREAD");
+			opt_spread = !(v && !strcmp(v, "0"));
+		}
+		if (opt_spread)
+			shmem = tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
+			                          static_smem10[b]);
+	}
 	st = launch(f, p.grid_x, p.slices, 256, shmem, s, params, slot == 8);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
@@ -401,7 +443,10 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	if (ntasks > 65535)
 		return tf_err(TF_ERR_ARG, "exl3 experts: %u tasks (at most 65535 a launch)", ntasks);
 	unsigned kb = E->k / 128, nb = E->n / 128;
-	unsigned target = (unsigned)(sms > 0 ? sms : 132) * (unsigned)(blocks_per_sm > 0 ? blocks_per_sm : 4);
+	unsigned bps = (unsigned)(blocks_per_sm > 0 ? blocks_per_sm : 4);
+	if (slot == 2 && bps > 3)
+		bps = 3; /* the v10 experts kernel fits three blocks an SM */
+	unsigned target = (unsigned)(sms > 0 ? sms : 132) * bps;
 	unsigned base = nb * ntasks, want = (target + base - 1) / base;
 	if (want > kb)
 		want = kb;
@@ -409,6 +454,10 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	                 (size_t)ntasks * nb > tf_cu_exl3_ws_counters(ws->n_max)))
 		want = 1;
 	unsigned cps = (kb + want - 1) / want, slices = (kb + cps - 1) / cps;
+	while (slices > 1 && base * slices > target) { /* no second wave of a few blocks */
+		cps++;
+		slices = (kb + cps - 1) / cps;
+	}
 	if ((st = tf_cu_module_load()))
 		return st;
 	tf_cu_func f;

@@ -76,6 +76,15 @@ struct tf_cu_exl3_plan1 {
 };
 void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf_cu_exl3_plan1 *p);
 
+/* A grid smaller than the SMs can hold is placed unevenly: the block
+ * scheduler fills some SMs to their limit (fit blocks) and leaves others
+ * idle. The dynamic shared memory a block asks for so that only
+ * ceil(blocks / sms) of them share an SM (228 KiB an SM on Hopper, 1 KiB
+ * of it reserved a block; static_smem: the kernel's own), at most
+ * 200 KiB; 0 when the grid fills every SM to fit anyway. The v10 launches
+ * use it unless $TF_CUDA_EXL3_SPREAD=0. */
+unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem);
+
 /* Enqueue y = x · W on stream s. x: bf16 [rows][K]; y: [rows][N], f32 or
  * (y_bf16) bf16; rows 1..16. One row of a MUL1 layer takes the v10 body
  * (the hash bytes straight into int8 tensor-core MMAs; 1.15–1.35× v7 on

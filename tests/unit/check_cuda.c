@@ -363,6 +363,7 @@ START_TEST(exl3_plan)
 		/* At least half the 528 blocks aimed at, unless K runs out first. */
 		unsigned most = p.grid_x * kb, blocks = p.grid_x * p.slices;
 		ck_assert_uint_ge(blocks, most < 264 ? most : 264);
+		ck_assert_uint_le(blocks, p.grid_x > 528 ? p.grid_x : 528); /* one wave aimed at */
 		if (p.grid_x >= 528)
 			ck_assert_uint_eq(p.slices, 1);
 	}
@@ -372,9 +373,34 @@ START_TEST(exl3_plan)
 	ck_assert_uint_eq(p.chunks_per_slice, 2);
 	ck_assert_uint_eq(p.slices, 20);
 	ck_assert_uint_eq(p.rows_tmpl, 1);
+	/* 10 column blocks, 40 chunks, 396 blocks aimed at: not 400 blocks of
+	 * one chunk (a second wave of 4), but 200 of two. */
+	struct tf_exl3_geom g2 = {5120, 1280, 3, TF_EXL3_CB_MUL1};
+	tf_cu_exl3_plan(&g2, 1, 132, 3, &p);
+	ck_assert_uint_eq(p.slices, 20);
+	ck_assert_uint_eq(p.chunks_per_slice, 2);
 	tf_cu_exl3_plan(&g, 16, 1, 1, &p); /* one processor: one slice */
 	ck_assert_uint_eq(p.slices, 1);
 	ck_assert_uint_eq(p.rows_tmpl, 16);
+}
+END_TEST
+
+/* The spread: ceil(blocks / SMs) blocks of 19 KiB of static shared memory
+ * fit an SM of 228 KiB with the dynamic shared memory asked for, one more
+ * does not; nothing when the grid fills the SMs anyway. */
+START_TEST(exl3_spread)
+{
+	const int stat = 19088;
+	for (unsigned blocks = 1; blocks <= 3 * 132; blocks += 7) {
+		unsigned per_sm = (blocks + 131) / 132, shm = tf_cu_exl3_spread(blocks, 132, 4, stat);
+		ck_assert_uint_gt(shm, 0);
+		ck_assert_uint_le(shm, 200 * 1024);
+		unsigned block = stat + shm + 1024, fits = 228 * 1024 / block;
+		ck_assert_uint_eq(fits, per_sm > 1 ? per_sm : 1);
+	}
+	ck_assert_uint_eq(tf_cu_exl3_spread(528, 132, 4, stat), 0);
+	ck_assert_uint_eq(tf_cu_exl3_spread(400, 132, 3, stat), 0);
+	ck_assert_uint_eq(tf_cu_exl3_spread(100, 132, 4, 0), 0);
 }
 END_TEST
 
@@ -516,6 +542,7 @@ Suite *suite_cuda(void)
 	tcase_add_test(tc, plain_backend_on_fake);
 	tcase_add_test(tc, module_build);
 	tcase_add_test(tc, exl3_plan);
+	tcase_add_test(tc, exl3_spread);
 	tcase_add_test(tc, exl3_plan1);
 	tcase_add_test(tc, exl3_gemv_args);
 	tcase_add_test(tc, exl3_route);
