@@ -73,6 +73,9 @@ struct exl3_experts_args {
 template <int R>
 __device__ __forceinline__ int experts_job(const exl3_experts_args &a, gemv_job &j)
 {
+	/* The tasks and their rows may come from the launch before this one
+	 * (routing on the GPU): as a dependent launch, wait for it first. */
+	asm volatile("griddepcontrol.wait;" ::: "memory");
 	const exl3_task t = a.tasks[blockIdx.z];
 	const exl3_expert e = a.experts[t.expert];
 	j.trellis = reinterpret_cast<const uint32_t *>(a.trellis + e.off);

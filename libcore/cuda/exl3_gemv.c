@@ -256,8 +256,8 @@ static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *reg
 
 /* Launch f on grid gx × gy, as a programmatic dependent launch when that
  * is switched on and the driver has cuLaunchKernelEx. */
-static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned threads, unsigned shmem,
-                        tf_cu_stream s, void **params, bool v10)
+static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, unsigned threads,
+                        unsigned shmem, tf_cu_stream s, void **params, bool v10)
 {
 	if (opt_pdl < 0)
 		opt_pdl = pdl_env();
@@ -265,12 +265,12 @@ static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned threads
 		struct tf_cu_launch_attr attr = {.id = TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION};
 		attr.value.i = 1;
 		struct tf_cu_launch_config c = {
-			.gx = gx, .gy = gy, .gz = 1, .bx = threads, .by = 1, .bz = 1,
+			.gx = gx, .gy = gy, .gz = gz, .bx = threads, .by = 1, .bz = 1,
 			.shmem = shmem, .s = s, .attrs = &attr, .nattrs = 1,
 		};
 		return TF_CU(tf_cu->LaunchKernelEx(&c, f, params, NULL));
 	}
-	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, 1, threads, 1, 1, shmem, s, params, NULL));
+	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, gz, threads, 1, 1, shmem, s, params, NULL));
 }
 
 /* One row: the v5 kernel. */
@@ -291,7 +291,7 @@ static tf_status gemv1(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, tf_cu_ptr 
 		.k = (int32_t)L->g.k, .n = (int32_t)L->g.n, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	st = launch(f, p.grid_x, GEMV1_RANKS, p.threads, p.shmem, s, params, false);
+	st = launch(f, p.grid_x, GEMV1_RANKS, 1, p.threads, p.shmem, s, params, false);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv1 %ux%u b%u %s (grid %ux%u, %u threads): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), p.grid_x, GEMV1_RANKS, p.threads);
@@ -364,7 +364,7 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 			shmem = tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
 			                          static_smem10[b]);
 	}
-	st = launch(f, p.grid_x, p.slices, 256, shmem, s, params, slot == 8);
+	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, s, params, slot == 8);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);
@@ -485,7 +485,7 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 		.k = (int32_t)E->k, .n = (int32_t)E->n, .chunks_per_slice = (int32_t)cps, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	st = TF_CU(tf_cu->LaunchKernel(f, nb, slices, ntasks, 256, 1, 1, 0, s, params, NULL));
+	st = launch(f, nb, slices, ntasks, 256, 0, s, params, slot == 2);
 	if (st)
 		return tf_err_wrap(st, "exl3 experts %ux%u %s: %u tasks (grid %ux%ux%u): ", E->k, E->n,
 		                   tf_exl3_cb_name(E->cb), ntasks, nb, slices, ntasks);
