@@ -44,24 +44,39 @@
 #define MUL1_MUL 0x83DCD12Du
 #define Q_MAX 16383
 
+/* Chunks a group of u is built for: 8 at one and two rows, 4 at four
+ * (the B words of a chunk grow with the rows: 16 bytes a tile, a row and
+ * a half, hi and lo). */
+template <int R>
+struct group10 {
+	static constexpr int chunks = R == 4 ? 4 : 8;
+};
+
+template <int R>
 struct gemv10_smem {
-	/* [group parity][chunk of the group][tile][B lane 0..7, then a zero
-	 * word that lanes 8..31 read] */
-	uint4 bq[2][8][8][9];
-	float2 cs[2][8];      /* per chunk: 2^-e, Σq */
-	float part[1][128];
+	/* [group parity][chunk of the group][tile][B lane 0..8R−1, then a
+	 * zero word that the lanes past them read] */
+	uint4 bq[2][group10<R>::chunks][8][8 * R + 1];
+	float2 cs[2][group10<R>::chunks][R]; /* per chunk and row: 2^-e, Σq */
+	float part[R][128];
 	unsigned last;
 };
 
-/* The B words of chunk kb by one warp: u = Ĥ(x ⊙ suh) for the chunk's 128
- * rows, quantised and split as above. */
-__device__ __forceinline__ void build_b(const gemv_job &a, int kb, int lane, uint4 (*bq)[9], float2 *cs)
+/* The B words of chunk kb and row r by one warp: u = Ĥ(x[r] ⊙ suh) for
+ * the chunk's 128 rows of K, quantised and split as above, into B lanes
+ * 8r + q (hi) and 8r + 4 + q (lo) of each tile; zeros for a row past
+ * a.rows. */
+template <int R>
+__device__ __forceinline__ void build_b(const gemv_job &a, int kb, int r, int lane, uint4 (*bq)[8 * R + 1],
+                                        float2 *cs)
 {
-	float v[4];
-	const int k = kb * 128 + 4 * lane;
-	const int xr = a.xrow ? a.xrow[0] : 0;
-	scale_in4(a.x + (size_t)xr * a.k + k, a.suh + k, v);
-	had128_warp(v, lane);
+	float v[4] = {0.f, 0.f, 0.f, 0.f};
+	if (r < a.rows) {
+		const int k = kb * 128 + 4 * lane;
+		const int xr = a.xrow ? a.xrow[r] : r;
+		scale_in4(a.x + (size_t)xr * a.k + k, a.suh + k, v);
+		had128_warp(v, lane);
+	}
 	float m = 0.f;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
@@ -72,16 +87,16 @@ __device__ __forceinline__ void build_b(const gemv_job &a, int kb, int lane, uin
 	const int ex = (int)(__reduce_max_sync(0xffffffffu, __float_as_uint(m)) >> 23) - 127;
 	const int e = min(13 - ex, 126);
 	const float sc = __uint_as_float((uint32_t)(e + 127) << 23);
-	uint32_t *dst = reinterpret_cast<uint32_t *>(bq[lane >> 2]);
+	uint32_t *dst = reinterpret_cast<uint32_t *>(bq[lane >> 2]) + 32 * r;
 	int qs = 0;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		const int q = max(-Q_MAX, min(Q_MAX, __float2int_rn(v[i] * sc)));
 		qs += q;
-		const int r = 4 * (lane & 3) + i;             /* row in the tile */
-		const int slot = ((r & 7) >> 1) * 4 + (r >> 3) * 2 + (r & 1);
-		dst[slot] = ((uint32_t)(q >> 7) & 0xffu) * 0x01010101u;   /* hi: B lane q */
-		dst[16 + slot] = ((uint32_t)q & 0x7fu) * 0x01010101u;     /* lo: B lane 4 + q */
+		const int t = 4 * (lane & 3) + i;             /* row in the tile */
+		const int slot = ((t & 7) >> 1) * 4 + (t >> 3) * 2 + (t & 1);
+		dst[slot] = ((uint32_t)(q >> 7) & 0xffu) * 0x01010101u;   /* hi: B lane 8r + q */
+		dst[16 + slot] = ((uint32_t)q & 0x7fu) * 0x01010101u;     /* lo: B lane 8r + 4 + q */
 	}
 	const int sum = __reduce_add_sync(0xffffffffu, qs);
 	if (lane == 0)
@@ -196,18 +211,25 @@ __device__ __forceinline__ void load10(const gemv10_state<B> &st, int kb, uint32
 			w[i][j] = __ldcs(p + i * st.kstride + st.off[j]);
 }
 
-/* One chunk: u of its group if it opens one, then 8 tiles, 16 MMAs. */
-template <int B>
-__device__ __forceinline__ void chunk10(const gemv_job &a, gemv10_smem &sm, gemv10_state<B> &st, int kb,
+/* One chunk: u of its group if it opens one (warp w builds chunk, row
+ * pairs w, w + 8, ...), then 8 tiles, 16 MMAs; lane (g, q) ends the chunk
+ * with row q's sums of columns g and g + 8 (rows past R: zeros). */
+template <int B, int R>
+__device__ __forceinline__ void chunk10(const gemv_job &a, gemv10_smem<R> &sm, gemv10_state<B> &st, int kb,
                                         const uint32_t w[8][words10<B>::n])
 {
+	constexpr int G = group10<R>::chunks;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int c = kb - st.kb0, par = (c >> 3) & 1, ci = c & 7;
+	const int c = kb - st.kb0, par = (c / G) & 1, ci = c % G;
 	if (c == 0)
 		asm volatile("griddepcontrol.wait;" ::: "memory");
 	if (ci == 0) {
-		if (kb + warp < st.kb1)
-			build_b(a, kb + warp, lane, sm.bq[par][warp], &sm.cs[par][warp]);
+#pragma unroll
+		for (int task = warp; task < G * R; task += 8) {
+			const int cc = task / R, r = task % R;
+			if (kb + cc < st.kb1)
+				build_b<R>(a, kb + cc, r, lane, sm.bq[par][cc], &sm.cs[par][cc][r]);
+		}
 		__syncthreads();
 	}
 	int d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
@@ -219,14 +241,14 @@ __device__ __forceinline__ void chunk10(const gemv_job &a, gemv10_smem &sm, gemv
 #pragma unroll
 		for (int j = 0; j < 8; j++)
 			x[j] = s[j] * MUL1_MUL;
-		const uint4 b = sm.bq[par][ci][i][min(lane, 8)];
+		const uint4 b = sm.bq[par][ci][i][min(lane, 8 * R)];
 		mma_u8s8(d0, x[0], x[4], x[1], x[5], b.x, b.y);
 		mma_u8s8(d1, x[2], x[6], x[3], x[7], b.z, b.w);
 	}
 	/* k and 1024·k + c of MUL1 (fp16 0x1EEE and 0xC931). */
 	const float k1 = __half2float(__ushort_as_half((unsigned short)0x1EEE));
 	const float k2 = 1024.f * k1 + __half2float(__ushort_as_half((unsigned short)0xC931));
-	const float2 cs = sm.cs[par][ci];
+	const float2 cs = sm.cs[par][ci][min(lane & 3, R - 1)];
 	const float base = k2 * cs.y;
 	const float f0 = fmaf((float)(d0[0] + d1[0]), 128.f, (float)(d0[1] + d1[1]));
 	const float f1 = fmaf((float)(d0[2] + d1[2]), 128.f, (float)(d0[3] + d1[3]));
@@ -234,10 +256,10 @@ __device__ __forceinline__ void chunk10(const gemv_job &a, gemv10_smem &sm, gemv
 	st.acc[1] = fmaf(cs.x, fmaf(k1, f1, base), st.acc[1]);
 }
 
-template <int B>
-__device__ __forceinline__ void exl3_gemv10(const gemv_job &a, gemv10_smem &sm)
+template <int B, int R>
+__device__ __forceinline__ void exl3_gemv10(const gemv_job &a, gemv10_smem<R> &sm)
 {
-	constexpr int NW = words10<B>::n;
+	constexpr int NW = words10<B>::n, G = group10<R>::chunks;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int kb_total = a.k >> 7;
 	gemv10_state<B> st;
@@ -247,8 +269,9 @@ __device__ __forceinline__ void exl3_gemv10(const gemv_job &a, gemv10_smem &sm)
 	st.kb0 = blockIdx.y * a.chunks_per_slice;
 	st.kb1 = min(kb_total, st.kb0 + a.chunks_per_slice);
 	st.acc[0] = st.acc[1] = 0.f;
-	if (threadIdx.x < 2 * 8 * 8) /* the zero words; the first group's barrier orders this */
-		sm.bq[threadIdx.x >> 6][(threadIdx.x >> 3) & 7][threadIdx.x & 7][8] = make_uint4(0u, 0u, 0u, 0u);
+	/* The zero words; the first group's barrier orders this. */
+	for (int t = threadIdx.x; t < 2 * G * 8; t += GEMV_THREADS)
+		sm.bq[t / (G * 8)][(t / 8) % G][t % 8][8 * R] = make_uint4(0u, 0u, 0u, 0u);
 
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	/* A ring of D register sets: D − 1 chunks in flight while one is
@@ -268,27 +291,33 @@ __device__ __forceinline__ void exl3_gemv10(const gemv_job &a, gemv10_smem &sm)
 				break;
 			if (kb + d + D - 1 < kb1)
 				load10<B>(st, kb + d + D - 1, w[(d + D - 1) % D]);
-			chunk10<B>(a, sm, st, kb + d, w[d]);
+			chunk10<B, R>(a, sm, st, kb + d, w[d]);
 		}
 	}
 	asm volatile("griddepcontrol.wait;" ::: "memory"); /* a block with no chunk */
-	if ((lane & 3) == 0) {
-		sm.part[0][warp * 16 + (lane >> 2)] = st.acc[0];
-		sm.part[0][warp * 16 + (lane >> 2) + 8] = st.acc[1];
+	const int q = lane & 3;
+	if (q < R) {
+		sm.part[q][warp * 16 + (lane >> 2)] = st.acc[0];
+		sm.part[q][warp * 16 + (lane >> 2) + 8] = st.acc[1];
 	}
-	gemv_tail<1, 2>(a, sm.part, sm.last);
+	gemv_tail<R, 2>(a, sm.part, sm.last);
 }
 
-/* Four blocks an SM where 64 registers hold the body without spills. */
-#define EXL3_GEMV10(B) \
+/* Four blocks an SM where 64 registers hold the body without spills.
+ * tf_exl3_gemv10_b<B>_cb2 (one row), _r2 and _r4 (rows ≤ 2, ≤ 4). */
+#define EXL3_GEMV10R(B, R, NAME) \
 	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, (B == 1 || B == 2 || B == 4) ? 4 : 3) \
-	tf_exl3_gemv10_b##B##_cb2(const exl3_gemv_args a) \
+	NAME(const exl3_gemv_args a) \
 	{ \
-		__shared__ __align__(16) gemv10_smem sm; \
+		__shared__ __align__(16) gemv10_smem<R> sm; \
 		const gemv_job j = {a.trellis, a.suh, a.svh, a.x, nullptr, a.y, a.acc, a.count, \
 		                    a.k, a.n, a.rows, a.chunks_per_slice, a.y_bf16}; \
-		exl3_gemv10<B>(j, sm); \
+		exl3_gemv10<B, R>(j, sm); \
 	}
+#define EXL3_GEMV10(B) \
+	EXL3_GEMV10R(B, 1, tf_exl3_gemv10_b##B##_cb2) \
+	EXL3_GEMV10R(B, 2, tf_exl3_gemv10_b##B##_cb2_r2) \
+	EXL3_GEMV10R(B, 4, tf_exl3_gemv10_b##B##_cb2_r4)
 EXL3_GEMV10(1)
 EXL3_GEMV10(2)
 EXL3_GEMV10(3)
@@ -299,19 +328,30 @@ EXL3_GEMV10(7)
 EXL3_GEMV10(8)
 
 /* Many experts of one shape in one launch (exl3_gemv.cu's experts launch),
- * one routed row a task, MUL1: the v10 body for each expert's width. */
+ * up to R routed rows a task, MUL1: the v10 body for each expert's width. */
+template <int R>
+__device__ __forceinline__ void exl3_experts10(const exl3_experts_args &a)
+{
+	__shared__ __align__(16) gemv10_smem<R> sm;
+	gemv_job j;
+	switch (experts_job<R>(a, j)) {
+	case 1: exl3_gemv10<1, R>(j, sm); break;
+	case 2: exl3_gemv10<2, R>(j, sm); break;
+	case 3: exl3_gemv10<3, R>(j, sm); break;
+	case 4: exl3_gemv10<4, R>(j, sm); break;
+	case 5: exl3_gemv10<5, R>(j, sm); break;
+	case 6: exl3_gemv10<6, R>(j, sm); break;
+	case 7: exl3_gemv10<7, R>(j, sm); break;
+	default: exl3_gemv10<8, R>(j, sm); break;
+	}
+}
+
 extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 3) tf_exl3_experts10_cb2_r1(const exl3_experts_args a)
 {
-	__shared__ __align__(16) gemv10_smem sm;
-	gemv_job j;
-	switch (experts_job<1>(a, j)) {
-	case 1: exl3_gemv10<1>(j, sm); break;
-	case 2: exl3_gemv10<2>(j, sm); break;
-	case 3: exl3_gemv10<3>(j, sm); break;
-	case 4: exl3_gemv10<4>(j, sm); break;
-	case 5: exl3_gemv10<5>(j, sm); break;
-	case 6: exl3_gemv10<6>(j, sm); break;
-	case 7: exl3_gemv10<7>(j, sm); break;
-	default: exl3_gemv10<8>(j, sm); break;
-	}
+	exl3_experts10<1>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(GEMV_THREADS, 3) tf_exl3_experts10_cb2_r4(const exl3_experts_args a)
+{
+	exl3_experts10<4>(a);
 }

@@ -24,8 +24,9 @@ struct gemv1_args {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static tf_cu_func funcs[9][3][9]; /* slot 5: the lean one-row body (v7); 6: v8; 7: v9;
-                                   8: MUL1 on the int8 tensor cores (v10) */
+static tf_cu_func funcs[9][3][11]; /* slot 5: the lean one-row body (v7); 6: v8; 7: v9;
+                                    8, 9, 10: MUL1 on the int8 tensor cores (v10) for
+                                    rows ≤ 1, 2, 4 */
 static tf_cu_func funcs1[9][3];
 static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
@@ -39,12 +40,15 @@ static unsigned funcs_generation; /* of the module the handles came from */
  * longer slices take v7. */
 #define GEMV8_CHUNKS_MAX 128
 
-#define SPREAD_SHMEM_MAX (200 * 1024)
+/* The most dynamic shared memory tf_cu_exl3_spread asks for: with the
+ * kernel's static part and the 1 KiB reserved a block, one block an SM. A
+ * kernel with more than 227 KiB − this of its own is not spread. */
+#define SPREAD_SHMEM_MAX (188 * 1024)
 
 /* Opt-in switches: -1 until read from the environment (on when set to
  * "1") or set by tf_cu_exl3_options. */
 static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v8 = -1, opt_v10 = -1, opt_spread = -1;
-static int static_smem10[9]; /* the v10 kernels' static shared memory */
+static int static_smem10[9][3]; /* the v10 kernels' static shared memory */
 
 static int env_flag(const char *name)
 {
@@ -200,17 +204,22 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
 	if (!*c) {
 		char name[64];
-		if (slot >= 5)
+		if (slot == 9 || slot == 10)
+			snprintf(name, sizeof(name), "tf_exl3_gemv10_b%u_cb%d_r%d", g->bits, (int)g->cb,
+			         slot == 9 ? 2 : 4);
+		else if (slot >= 5)
 			snprintf(name, sizeof(name), "tf_exl3_gemv%d_b%u_cb%d", slot + 2, g->bits, (int)g->cb);
 		else
 			snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
 		st = tf_cu_kernel(name, c);
-		if (!st && slot == 8) { /* tf_cu_exl3_spread asks for dynamic shared memory */
+		if (!st && slot >= 8) { /* tf_cu_exl3_spread asks for dynamic shared memory */
 			int sm = 0;
-			if (tf_cu->FuncGetAttribute(&sm, TF_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, *c) == 0 && sm > 0)
-				static_smem10[g->bits] = sm;
-			st = TF_CU(tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-			                                   SPREAD_SHMEM_MAX));
+			if (tf_cu->FuncGetAttribute(&sm, TF_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, *c) == 0 && sm > 0 &&
+			    sm < 227 * 1024 - SPREAD_SHMEM_MAX) {
+				static_smem10[g->bits][slot - 8] = sm;
+				st = TF_CU(tf_cu->FuncSetAttribute(
+					*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, SPREAD_SHMEM_MAX));
+			}
 			if (st)
 				*c = NULL;
 		}
@@ -330,8 +339,8 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	unsigned shmem = 0;
 	if (rows == 1 && opt_v7)
 		slot = 5;
-	if (rows == 1 && v10_on() && !opt_v8 && L->g.cb == TF_EXL3_CB_MUL1) {
-		slot = 8;
+	if (rows <= 4 && v10_on() && !opt_v8 && L->g.cb == TF_EXL3_CB_MUL1) {
+		slot = rows == 1 ? 8 : rows == 2 ? 9 : 10;
 		/* The v10 kernels of widths other than 1, 2 and 4 hold three
 		 * words a tile and fit three blocks an SM, not four. */
 		unsigned b = L->g.bits;
@@ -354,7 +363,7 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	if (slot == 8) {
+	if (slot >= 8) {
 		unsigned b = L->g.bits;
 		if (opt_spread < 0) {
 			const char *v = getenv("TF_CUDA_EXL3_SPREAD");
@@ -362,9 +371,9 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		}
 		if (opt_spread)
 			shmem = tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
-			                          static_smem10[b]);
+			                          static_smem10[b][slot - 8]);
 	}
-	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, s, params, slot == 8);
+	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, s, params, slot >= 8);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);
@@ -380,7 +389,7 @@ struct experts_args {
 	int32_t y_bf16;
 };
 
-static tf_cu_func experts_funcs[3][3]; /* slot 2: v10, MUL1 at one row */
+static tf_cu_func experts_funcs[3][4]; /* slots 2, 3: v10, MUL1 at rows ≤ 1, ≤ 4 */
 static unsigned experts_generation;
 
 void tf_cu_exl3_experts_table(const struct tf_exl3_geom *g, const uint64_t *offsets, uint32_t count,
@@ -436,16 +445,16 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	int slot = rows_max == 1 ? 0 : rows_max == 4 ? 1 : -1;
 	if (slot < 0)
 		return tf_err(TF_ERR_ARG, "exl3 experts: rows_max %u (1 or 4)", rows_max);
-	if (slot == 0 && E->cb == TF_EXL3_CB_MUL1 && v10_on())
-		slot = 2;
+	if (E->cb == TF_EXL3_CB_MUL1 && v10_on())
+		slot += 2;
 	if (ntasks == 0)
 		return TF_OK;
 	if (ntasks > 65535)
 		return tf_err(TF_ERR_ARG, "exl3 experts: %u tasks (at most 65535 a launch)", ntasks);
 	unsigned kb = E->k / 128, nb = E->n / 128;
 	unsigned bps = (unsigned)(blocks_per_sm > 0 ? blocks_per_sm : 4);
-	if (slot == 2 && bps > 3)
-		bps = 3; /* the v10 experts kernel fits three blocks an SM */
+	if (slot >= 2 && bps > 3)
+		bps = 3; /* the v10 experts kernels fit three blocks an SM */
 	unsigned target = (unsigned)(sms > 0 ? sms : 132) * bps;
 	unsigned base = nb * ntasks, want = (target + base - 1) / base;
 	if (want > kb)
@@ -469,8 +478,8 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	tf_cu_func *c = &experts_funcs[E->cb][slot];
 	if (!*c) {
 		char name[64];
-		if (slot == 2)
-			snprintf(name, sizeof(name), "tf_exl3_experts10_cb2_r1");
+		if (slot >= 2)
+			snprintf(name, sizeof(name), "tf_exl3_experts10_cb2_r%u", rows_max);
 		else
 			snprintf(name, sizeof(name), "tf_exl3_experts_cb%d_r%u", (int)E->cb, rows_max);
 		st = tf_cu_kernel(name, c);

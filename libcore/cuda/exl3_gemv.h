@@ -58,10 +58,11 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
  * against launches in flight: for tests and benchmarks. */
 void tf_cu_exl3_options(int v5, int pdl);
 
-/* Set the switch of the one-row MUL1 body on the int8 tensor cores (v10,
- * kernels/exl3_gemv10.cu; single layers and the experts launch): 0 off (the
- * fp16 v7 body), 1 on, −1 from $TF_CUDA_EXL3_GEMV10 (the default: on
- * unless it is "0"). For tests and benchmarks, like tf_cu_exl3_options. */
+/* Set the switch of the MUL1 body on the int8 tensor cores for up to 4
+ * rows (v10, kernels/exl3_gemv10.cu; single layers and the experts
+ * launch): 0 off (the fp16 bodies), 1 on, −1 from $TF_CUDA_EXL3_GEMV10
+ * (the default: on unless it is "0"). For tests and benchmarks, like
+ * tf_cu_exl3_options. */
 void tf_cu_exl3_v10(int on);
 
 /* How a one-row launch (the v5 kernel, kernels/exl3_gemv1.cu) is cut: a
@@ -81,14 +82,16 @@ void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf
  * idle. The dynamic shared memory a block asks for so that only
  * ceil(blocks / sms) of them share an SM (228 KiB an SM on Hopper, 1 KiB
  * of it reserved a block; static_smem: the kernel's own), at most
- * 200 KiB; 0 when the grid fills every SM to fit anyway. The v10 launches
+ * 188 KiB; 0 when the grid fills every SM to fit anyway. The v10 launches
  * use it unless $TF_CUDA_EXL3_SPREAD=0. */
 unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem);
 
 /* Enqueue y = x · W on stream s. x: bf16 [rows][K]; y: [rows][N], f32 or
- * (y_bf16) bf16; rows 1..16. One row of a MUL1 layer takes the v10 body
- * (the hash bytes straight into int8 tensor-core MMAs; 1.15–1.35× v7 on
- * the H200's larger layers, NOTES.md v10) unless $TF_CUDA_EXL3_GEMV10=0.
+ * (y_bf16) bf16; rows 1..16. Up to 4 rows of a MUL1 layer take the v10
+ * body (the hash bytes straight into int8 tensor-core MMAs, whose 8
+ * columns hold 4 rows' u at the instructions of one; 1.2–1.4× v7 at one
+ * row on the H200, 1.1–1.4× the fp16 MMA body at 2 and 4, NOTES.md v10)
+ * unless $TF_CUDA_EXL3_GEMV10=0.
  * Other one-row layers take the lean body (v7: fp16 sums
  * over a whole chunk, one fence before the split-K counter; 4–6% faster
  * on the H200) unless $TF_CUDA_EXL3_GEMV7=0; $TF_CUDA_EXL3_GEMV8=1 or 2 takes the

@@ -433,9 +433,10 @@ int main(void)
 			}
 		}
 	tf_cu_exl3_options(-1, -1);
-	/* One row of MUL1 on both one-row bodies, v10 (int8 tensor cores, the
-	 * default) and v7 (fp16): every width, one slice of 20 chunks (three
-	 * groups of u) and many slices of one chunk, f32 and bf16 output. */
+	/* MUL1 at 1..4 rows on v10 (int8 tensor cores, the default) and on the
+	 * fp16 bodies (v7 for one row, the MMA body for more): every width, one
+	 * slice of 20 chunks (three groups of u at 1 and 2 rows, five at 3 and
+	 * 4) and many slices of one chunk, f32 and bf16 output. */
 	for (int v10 = 1; v10 >= 0; v10--) {
 		tf_cu_exl3_v10(v10);
 		double before = worst_rel;
@@ -443,11 +444,13 @@ int main(void)
 		for (uint32_t bits = 1; bits <= 8; bits++) {
 			if (quick && bits % 3 != 1)
 				continue;
-			one(&dev, &ws, 2560, 256, bits, TF_EXL3_CB_MUL1, 1, false, -1, seed++);
-			one(&dev, &ws, 5120, 384, bits, TF_EXL3_CB_MUL1, 1, bits % 2 == 0, 16, seed++);
-			cases += 2;
+			for (uint32_t rows = 1; rows <= 4; rows++) {
+				one(&dev, &ws, 2560, 256, bits, TF_EXL3_CB_MUL1, rows, false, -1, seed++);
+				one(&dev, &ws, 5120, 384, bits, TF_EXL3_CB_MUL1, rows, (bits + rows) % 2 == 0, 16, seed++);
+				cases += 2;
+			}
 		}
-		printf("exl3 gemv one row MUL1 %s: worst rel %.2e (f32 output)\n", v10 ? "v10" : "v7", worst_rel);
+		printf("exl3 gemv MUL1 1-4 rows %s: worst rel %.2e (f32 output)\n", v10 ? "v10" : "fp16", worst_rel);
 		if (before > worst_rel)
 			worst_rel = before;
 	}
@@ -497,11 +500,13 @@ int main(void)
 		experts_one(&dev, &ws, 1024, 384, ebits, 6, cb, 3, 4, 1, false, -1, seed++);
 		ecases += 4;
 	}
-	/* One routed row of MUL1 on the v7 body too (v10 is the default). */
+	/* MUL1 on the fp16 bodies too (v10 is the default): one and four
+	 * routed rows. */
 	tf_cu_exl3_v10(0);
 	experts_one(&dev, &ws, 1024, 384, ebits, 8, TF_EXL3_CB_MUL1, 1, 6, 1, false, 0, seed++);
 	experts_one(&dev, &ws, 1024, 384, ebits, 6, TF_EXL3_CB_MUL1, 3, 4, 1, false, -1, seed++);
-	ecases += 2;
+	experts_one(&dev, &ws, 512, 384, ebits, 8, TF_EXL3_CB_MUL1, 40, 2, 4, false, 0, seed++);
+	ecases += 3;
 	tf_cu_exl3_v10(-1);
 	static const uint32_t dsv[6] = {2, 4, 2, 4, 3, 2};
 	if (!quick) {
