@@ -61,13 +61,8 @@ struct gemv_smem {
  * lane l writes dst[4l..4l+3]; zero when the row is past a.rows. */
 __device__ __forceinline__ void build_u(const gemv_job &a, int kb, int r, int lane, __half *dst)
 {
-	float v[4] = {0.f, 0.f, 0.f, 0.f};
-	if (r < a.rows) {
-		const int k = kb * 128 + 4 * lane;
-		const int xr = a.xrow ? a.xrow[r] : r;
-		scale_in4(a.x + (size_t)xr * a.k + k, a.suh + k, v);
-		had128_warp(v, lane);
-	}
+	float v[4];
+	u_block(a, kb, r, lane, v);
 	store_u4(dst + 4 * lane, v);
 }
 

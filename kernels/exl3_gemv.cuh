@@ -67,6 +67,19 @@ struct exl3_experts_args {
 	int y_bf16;
 };
 
+/* Ĥ(x[r] ⊙ suh) for the 128-block kb of K by one warp, unnormalised:
+ * lane l gets elements 4l..4l+3 in v; zeros when row r is past a.rows. */
+__device__ __forceinline__ void u_block(const gemv_job &a, int kb, int r, int lane, float v[4])
+{
+	v[0] = v[1] = v[2] = v[3] = 0.f;
+	if (r < a.rows) {
+		const int k = kb * 128 + 4 * lane;
+		const int xr = a.xrow ? a.xrow[r] : r;
+		scale_in4(a.x + (size_t)xr * a.k + k, a.suh + k, v);
+		had128_warp(v, lane);
+	}
+}
+
 /* The job of an experts-launch block (grid (N/128, slices, tasks)): its
  * task's expert and rows, and that task's rows of the workspace; returns
  * the expert's bit width. */

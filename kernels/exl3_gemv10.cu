@@ -70,13 +70,8 @@ template <int R>
 __device__ __forceinline__ void build_b(const gemv_job &a, int kb, int r, int lane, uint4 (*bq)[8 * R + 1],
                                         float2 *cs)
 {
-	float v[4] = {0.f, 0.f, 0.f, 0.f};
-	if (r < a.rows) {
-		const int k = kb * 128 + 4 * lane;
-		const int xr = a.xrow ? a.xrow[r] : r;
-		scale_in4(a.x + (size_t)xr * a.k + k, a.suh + k, v);
-		had128_warp(v, lane);
-	}
+	float v[4];
+	u_block(a, kb, r, lane, v);
 	float m = 0.f;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
