@@ -1,8 +1,10 @@
-/* exl3_gemv10.cu: the one-row EXL3 GEMV for the MUL1 codebook on the int8
- * tensor cores (v10 in kernels/NOTES.md). Kernels tf_exl3_gemv10_b<B>_cb2,
- * B 1..8; the argument block, work split and end are those of
- * exl3_gemv.cu (one block: 8 warps × 16 columns, a slice of K; split-K
- * sums in the workspace; the last block applies Ĥ_N and svh).
+/* exl3_gemv10.cu: the EXL3 GEMV for the MUL1 codebook at 1 to 4 rows on
+ * the int8 tensor cores (v10 in kernels/NOTES.md). Kernels
+ * tf_exl3_gemv10_b<B>_cb2 (one row), _r2 and _r4, B 1..8, and the experts
+ * launch's tf_exl3_experts10_cb2_r1 and _r4; the argument block, work
+ * split and end are those of exl3_gemv.cu (one block: 8 warps × 16
+ * columns, a slice of K; split-K sums in the workspace; the last block
+ * applies Ĥ_N and svh).
  *
  * MUL1 decodes state s as w = fp16(k·(1024 + t) + c), t = the sum of the
  * four unsigned bytes of x = s·0x83DCD12D (exl3-format.md §4). So for a
@@ -30,15 +32,19 @@
  * So the first MMA of a tile takes {x0, x4, x1, x5} against u rows 2q and
  * 2q+1, the second {x2, x6, x3, x7} against rows 2q+8 and 2q+9; B lane
  * (n, q) for n = 0 (hi) and 1 (lo) holds those rows' bytes, read as one
- * 16-byte word from shared memory; lanes 8..31 pass zeros. D lane (g, 0)
- * ends with column g's hi and lo sums and column g+8's.
+ * 16-byte word from shared memory; the lanes past the live ones pass
+ * zeros. D lane (g, 0) ends with column g's hi and lo sums and column
+ * g+8's. With R rows, row r takes B columns 2r and 2r + 1 (B lanes 8r + q
+ * and 8r + 4 + q), and lane (g, q) ends with row q's sums: up to four
+ * rows ride the same MMAs.
  *
- * u (the quantised B words, 1 KiB a chunk, and per chunk 2^-e and Σq) is
- * built for 8 chunks at a time, one chunk a warp, behind one block
- * barrier. At 2 and 4 bits a lane loads one word a tile and takes its
- * neighbour's by a shuffle, and three chunks are in flight while one is
- * decoded; the block's end counts its slice in with one acquire-release
- * atomic (gemv_tail FENCE 2). */
+ * u (the quantised B words, 1 KiB a chunk and row, and per chunk and row
+ * 2^-e and Σq) is built for a group of 8 chunks (4 at four rows), one
+ * chunk and row a warp at a time, behind one block barrier. At 2 and 4
+ * bits a lane loads one word a tile and takes its neighbour's by a
+ * shuffle, and two (2 bits) or three (4 bits) chunks are in flight while
+ * one is decoded; the block's end counts its slice in with one
+ * acquire-release atomic (gemv_tail FENCE 2). */
 #include "kernels/exl3_gemv.cuh"
 
 #define MUL1_MUL 0x83DCD12Du
