@@ -48,8 +48,9 @@ def normalize(text):
     return s[a:b].replace("\ue000", " ")
 
 
-def main():
-    tj = json.load(open(sys.argv[1], encoding="utf-8"))
+def token_map(tj):
+    """The compressed id of every token id of the parsed tokenizer.json tj,
+    as a list, and the number of compressed ids."""
     chars = byte_alphabet()
     pieces = {i: k for k, i in tj["model"]["vocab"].items()}
     for a in tj.get("added_tokens", []):
@@ -70,7 +71,13 @@ def main():
         else:
             key = normalize(text) or text
         out.append(seen.setdefault(key, len(seen)))
-    print(vocab, len(seen))
+    return out, len(seen)
+
+
+def main():
+    with open(sys.argv[1], encoding="utf-8") as f:
+        out, n = token_map(json.load(f))
+    print(len(out), n)
     sys.stdout.write("".join("%d\n" % v for v in out))
 
 

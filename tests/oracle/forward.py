@@ -29,17 +29,24 @@ and so on.
   forward.py formats DRIVER DIM ROPE  (cache formats against `logits --quant`)
 """
 import argparse
+import importlib.util
 import json
 import math
 import os
 import re
 import sys
-import unicodedata
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import exl3  # noqa: E402
+
+# Engram's token map: the project's standalone reading of it.
+_spec = importlib.util.spec_from_file_location("engram_map_ref",
+                                               os.path.join(HERE, "..", "..", "tools", "engram-map-ref.py"))
+ENGRAM_MAP = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ENGRAM_MAP)
 
 F64 = np.float64
 
@@ -127,56 +134,13 @@ def ik_fmt(x, fmt):
 # ---- Engram: token map, primes, multipliers, hash, rows (facts §5) ----
 
 
-def byte_unicode():
-    """The byte-level BPE alphabet: printable bytes map to themselves, the
-    others to 256 + n in order."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + \
-        list(range(0xAE, 0xFF + 1))
-    m, n = {}, 0
-    for b in range(256):
-        if b in keep:
-            m[chr(b)] = b
-        else:
-            m[chr(256 + n)] = b
-            n += 1
-    return m
-
-
-def normalise(text):
-    s = unicodedata.normalize("NFKC", text)
-    s = unicodedata.normalize("NFD", s)
-    s = "".join(c for c in s if unicodedata.category(c) != "Mn")
-    s = s.lower()
-    s = re.sub("[ \t\r\n]+", " ", s)
-    if s == " ":
-        s = "\ue000"
-    s = s.strip().replace("\ue000", " ")
-    return s
-
-
 def token_map(tokenizer_path):
-    """Token id -> compressed id, numbered in order of first appearance."""
+    """Token id -> compressed id, numbered in order of first appearance:
+    tools/engram-map-ref.py's reading of the spec (tests/cli checks it
+    against tf-engram-hash), as an array, and the number of ids."""
     with open(tokenizer_path, encoding="utf-8") as f:
-        t = json.load(f)
-    raw = {i: s for s, i in t["model"]["vocab"].items()}
-    added = {a["id"]: a["content"] for a in t.get("added_tokens", [])}
-    n = max(list(raw) + list(added)) + 1
-    u2b = byte_unicode()
-    keys, out = {}, np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        if i in added:
-            text = tok = added[i]
-        elif i in raw:
-            tok = raw[i]
-            text = bytes(u2b[c] for c in tok).decode("utf-8", errors="replace")
-        else:
-            tok = text = ""
-        if "\ufffd" in text:
-            key = tok
-        else:
-            key = normalise(text) or text
-        out[i] = keys.setdefault(key, len(keys))
-    return out, len(keys)
+        out, n = ENGRAM_MAP.token_map(json.load(f))
+    return np.array(out, dtype=np.int64), n
 
 
 def is_prime(n):
