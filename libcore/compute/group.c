@@ -177,53 +177,41 @@ struct tf_model *tf_model_group_rank(struct tf_model_group *g, int r)
 
 /* A sequence call made on every rank must give every rank the same slot
  * (else each rank's new sequence is closed again). */
-static tf_status same_slot(struct tf_model_group *g, const int *got)
+/* Open a sequence on every rank (a fork of src, or a new one): all ranks
+ * must take the same slot; on a failure the ranks that opened one close
+ * it again. */
+static tf_status open_on_all(struct tf_model_group *g, bool fork, int src, int *out)
 {
-	for (int r = 1; r < g->world; r++)
-		if (got[r] != got[0]) {
-			tf_status st = tf_err(TF_ERR_INTERNAL, "model group: rank %d took slot %d, rank 0 "
-					      "slot %d", r, got[r], got[0]);
-			for (int q = 0; q < g->world; q++)
-				tf_model_seq_free(g->m[q], got[q]);
-			return st;
-		}
-	return TF_OK;
-}
-
-tf_status tf_model_group_seq_new(struct tf_model_group *g, int *seq)
-{
-	int got[MAX_WORLD];
+	int got[MAX_WORLD] = {0};
 	tf_status st = TF_OK;
 	int r = 0;
 	for (; r < g->world && !st; r++)
-		st = tf_model_seq_new(g->m[r], &got[r]);
-	if (st) { /* the ranks that opened one close it again */
-		for (int q = 0; q < r - 1; q++)
-			tf_model_seq_free(g->m[q], got[q]);
-		return st;
-	}
-	if ((st = same_slot(g, got)))
-		return st;
-	*seq = got[0];
-	return TF_OK;
-}
-
-tf_status tf_model_group_seq_fork(struct tf_model_group *g, int src, int *dst)
-{
-	int got[MAX_WORLD];
-	tf_status st = TF_OK;
-	int r = 0;
-	for (; r < g->world && !st; r++)
-		st = tf_model_seq_fork(g->m[r], src, &got[r]);
+		st = fork ? tf_model_seq_fork(g->m[r], src, &got[r]) : tf_model_seq_new(g->m[r], &got[r]);
 	if (st) {
 		for (int q = 0; q < r - 1; q++)
 			tf_model_seq_free(g->m[q], got[q]);
 		return st;
 	}
-	if ((st = same_slot(g, got)))
-		return st;
-	*dst = got[0];
+	for (r = 1; r < g->world; r++)
+		if (got[r] != got[0]) {
+			st = tf_err(TF_ERR_INTERNAL, "model group: rank %d took slot %d, rank 0 slot %d", r,
+				    got[r], got[0]);
+			for (int q = 0; q < g->world; q++)
+				tf_model_seq_free(g->m[q], got[q]);
+			return st;
+		}
+	*out = got[0];
 	return TF_OK;
+}
+
+tf_status tf_model_group_seq_new(struct tf_model_group *g, int *seq)
+{
+	return open_on_all(g, false, 0, seq);
+}
+
+tf_status tf_model_group_seq_fork(struct tf_model_group *g, int src, int *dst)
+{
+	return open_on_all(g, true, src, dst);
 }
 
 tf_status tf_model_group_seq_rollback(struct tf_model_group *g, int seq, int64_t pos)
