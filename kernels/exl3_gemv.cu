@@ -66,23 +66,13 @@ __device__ __forceinline__ void build_u(const gemv_job &a, int kb, int r, int la
 	store_u4(dst + 4 * lane, v);
 }
 
-/* The v8 body's u for the block's whole slice of K (chunks_per_slice ×
- * 128 halves), in dynamic shared memory. */
-extern __shared__ __align__(16) __half gemv_upre[];
-
 /* LEAN (one row only, NOTES.md v7): the fp16 pair sums run over a whole
  * chunk (8 tiles, 16 products a half) before the fp32 flush, and one
- * thread fences before the split-K counter, after the block's barrier.
- * PRE (lean only, NOTES.md v8): u for all of the block's chunks is built
- * once, after the first chunk's loads are issued (warp w builds chunks w,
- * w + 8, ...), behind one block barrier; the chunk loop has none.
- * PRE = 2 (v9): every warp builds the u of each chunk itself into its own
- * buffer (gemv_upre as [8][2][128]), behind a warp barrier only. */
-template <int B, int CB, int R, bool MMA = (R > 1), bool LEAN = false, int PRE = 0>
+ * thread fences before the split-K counter, after the block's barrier. */
+template <int B, int CB, int R, bool MMA = (R > 1), bool LEAN = false>
 __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 {
 	static_assert(!LEAN || (R == 1 && !MMA), "the lean body is for one row");
-	static_assert(!PRE || LEAN, "the prebuilt u is for the lean body");
 	constexpr int FLUSH = LEAN ? 8 : 2; /* tiles per fp32 flush */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int q = lane & 3, c0 = lane >> 2;
@@ -122,27 +112,15 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 		if (kb == kb0)
 			asm volatile("griddepcontrol.wait;" ::: "memory");
 		const int buf = kb & 1;
-		if constexpr (PRE == 2) {
-			build_u(a, kb, 0, lane, gemv_upre + (warp * 2 + buf) * 128);
-			__syncwarp();
-		} else if constexpr (PRE) {
-			if (kb == kb0) {
-				for (int c = warp; c < kb1 - kb0; c += 8)
-					build_u(a, kb0 + c, 0, lane, gemv_upre + c * 128);
-				__syncthreads();
-			}
-		} else {
-			/* u for this chunk: warp w builds rows w and w + 8. */
+		/* u for this chunk: warp w builds rows w and w + 8. */
 #pragma unroll
-			for (int rr = 0; rr < (R + 7) / 8; rr++) {
-				const int r = warp + 8 * rr;
-				if (r < R)
-					build_u(a, kb, r, lane, sm.us[buf][r]);
-			}
-			__syncthreads();
+		for (int rr = 0; rr < (R + 7) / 8; rr++) {
+			const int r = warp + 8 * rr;
+			if (r < R)
+				build_u(a, kb, r, lane, sm.us[buf][r]);
 		}
-		const __half *ub = PRE == 2 ? gemv_upre + (warp * 2 + buf) * 128
-		                 : PRE ? gemv_upre + (kb - kb0) * 128 : sm.us[buf][0];
+		__syncthreads();
+		const __half *ub = sm.us[buf][0];
 
 		if constexpr (MMA) {
 			/* One m16n8k16 per tile and 8 rows: A = the tile transposed
@@ -170,17 +148,6 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 				}
 			}
 		} else {
-			/* PRE: the lane's 16 u pairs of the chunk up front, in order
-			 * (asm volatile keeps them ahead of the decode). */
-			uint32_t up[8][2];
-			if constexpr (PRE) {
-				const uint32_t sa = (uint32_t)__cvta_generic_to_shared(ub + 2 * q);
-#pragma unroll
-				for (int i = 0; i < 8; i++) {
-					asm volatile("ld.shared.b32 %0, [%1];" : "=r"(up[i][0]) : "r"(sa + 32 * i));
-					asm volatile("ld.shared.b32 %0, [%1];" : "=r"(up[i][1]) : "r"(sa + 32 * i + 16));
-				}
-			}
 #pragma unroll
 			for (int i = 0; i < 8; i += FLUSH) {
 				__half2 h[R][2];
@@ -194,14 +161,8 @@ __device__ __forceinline__ void exl3_gemv(const gemv_job &a, gemv_smem<R> &sm)
 					const int kk = (i + ii) * 16 + 2 * q;
 #pragma unroll
 					for (int r = 0; r < R; r++) {
-						__half2 u0, u1;
-						if constexpr (PRE) {
-							u0 = *reinterpret_cast<const __half2 *>(&up[i + ii][0]);
-							u1 = *reinterpret_cast<const __half2 *>(&up[i + ii][1]);
-						} else {
-							u0 = *reinterpret_cast<const __half2 *>(ub + r * 128 + kk);
-							u1 = *reinterpret_cast<const __half2 *>(ub + r * 128 + kk + 8);
-						}
+						const __half2 u0 = *reinterpret_cast<const __half2 *>(ub + r * 128 + kk);
+						const __half2 u1 = *reinterpret_cast<const __half2 *>(ub + r * 128 + kk + 8);
 						h[r][0] = __hfma2(w[0], u0, h[r][0]);
 						h[r][0] = __hfma2(w[1], u1, h[r][0]);
 						h[r][1] = __hfma2(w[2], u0, h[r][1]);
@@ -298,29 +259,6 @@ EXL3_GEMV7_CB(5)
 EXL3_GEMV7_CB(6)
 EXL3_GEMV7_CB(7)
 EXL3_GEMV7_CB(8)
-
-/* v8: v7 with u prebuilt for the whole slice (tf_exl3_gemv8_b<B>_cb<CB>),
- * dynamic shared memory chunks_per_slice × 256 bytes; v9
- * (tf_exl3_gemv9_b<B>_cb<CB>): u built by every warp, 4 KiB dynamic. */
-#define EXL3_GEMV8(B, CB) EXL3_GEMV8P(B, CB, 8, 1) EXL3_GEMV8P(B, CB, 9, 2)
-#define EXL3_GEMV8P(B, CB, V, PRE) \
-	extern "C" __global__ void __launch_bounds__(GEMV_THREADS) \
-	tf_exl3_gemv##V##_b##B##_cb##CB(const exl3_gemv_args a) \
-	{ \
-		__shared__ __align__(16) gemv_smem<1> sm; \
-		const gemv_job j = {a.trellis, a.suh, a.svh, a.x, nullptr, a.y, a.acc, a.count, \
-		                    a.k, a.n, a.rows, a.chunks_per_slice, a.y_bf16}; \
-		exl3_gemv<B, CB, 1, false, true, PRE>(j, sm); \
-	}
-#define EXL3_GEMV8_CB(B) EXL3_GEMV8(B, 0) EXL3_GEMV8(B, 1) EXL3_GEMV8(B, 2)
-EXL3_GEMV8_CB(1)
-EXL3_GEMV8_CB(2)
-EXL3_GEMV8_CB(3)
-EXL3_GEMV8_CB(4)
-EXL3_GEMV8_CB(5)
-EXL3_GEMV8_CB(6)
-EXL3_GEMV8_CB(7)
-EXL3_GEMV8_CB(8)
 
 /* Many experts, one launch: the block's task picks the expert, whose bit
  * width picks the body. */

@@ -24,9 +24,12 @@ struct gemv1_args {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static tf_cu_func funcs[9][3][11]; /* slot 5: the lean one-row body (v7); 6: v8; 7: v9;
-                                    8, 9, 10: MUL1 on the int8 tensor cores (v10) for
-                                    rows ≤ 1, 2, 4 */
+/* Kernel handles by width, codebook and slot: slots 0..4 the body for rows
+ * ≤ 1, 2, 4, 8, 16; 5 the lean one-row body (v7); 6, 7, 8 MUL1 on the int8
+ * tensor cores (v10) for rows ≤ 1, 2, 4. */
+#define SLOT_V7 5
+#define SLOT_V10 6
+static tf_cu_func funcs[9][3][9];
 static tf_cu_func funcs1[9][3];
 static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
@@ -35,25 +38,30 @@ static unsigned funcs_generation; /* of the module the handles came from */
 #define GEMV1_STATIC_SMEM (512 / 32 * 128 * 4 + 128 * 4) /* part[][] and red[] */
 #define GEMV1_SHMEM_MAX (200 * 1024) /* dynamic, under the 227 KiB a block may opt in to */
 
-/* The v8 body keeps u of its whole slice in dynamic shared memory: at most
- * 128 chunks (32 KiB, under the 48 KiB a launch gets without opting in);
- * longer slices take v7. */
-#define GEMV8_CHUNKS_MAX 128
-
 /* The most dynamic shared memory tf_cu_exl3_spread asks for: with the
  * kernel's static part and the 1 KiB reserved a block, one block an SM. A
  * kernel with more than 227 KiB − this of its own is not spread. */
 #define SPREAD_SHMEM_MAX (188 * 1024)
 
-/* Opt-in switches: -1 until read from the environment (on when set to
- * "1") or set by tf_cu_exl3_options. */
-static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v8 = -1, opt_v10 = -1, opt_spread = -1;
+/* Switches: -1 until read from the environment or set by
+ * tf_cu_exl3_options or tf_cu_exl3_v10. */
+static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v10 = -1, opt_spread = -1;
 static int static_smem10[9][3]; /* the v10 kernels' static shared memory */
 
 static int env_flag(const char *name)
 {
 	const char *v = getenv(name);
 	return v && !strcmp(v, "1");
+}
+
+/* A switch that is on unless $name is "0", read once. */
+static bool on_unless_zero(int *opt, const char *name)
+{
+	if (*opt < 0) {
+		const char *v = getenv(name);
+		*opt = !(v && !strcmp(v, "0"));
+	}
+	return *opt;
 }
 
 /* $TF_CUDA_PDL: 1 every EXL3 GEMV launch is a programmatic dependent
@@ -76,15 +84,11 @@ void tf_cu_exl3_v10(int on)
 	opt_v10 = on;
 }
 
-/* The one-row MUL1 body on the int8 tensor cores (v10) for the single
- * layer and the experts launch: on unless $TF_CUDA_EXL3_GEMV10=0. */
+/* The MUL1 body on the int8 tensor cores (v10) for the single layer and
+ * the experts launch: on unless $TF_CUDA_EXL3_GEMV10=0. */
 static bool v10_on(void)
 {
-	if (opt_v10 < 0) {
-		const char *v = getenv("TF_CUDA_EXL3_GEMV10");
-		opt_v10 = !(v && !strcmp(v, "0"));
-	}
-	return opt_v10;
+	return on_unless_zero(&opt_v10, "TF_CUDA_EXL3_GEMV10");
 }
 
 static int rows_slot(uint32_t rows, unsigned *tmpl)
@@ -204,19 +208,21 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 	tf_cu_func *c = &funcs[g->bits][g->cb][slot];
 	if (!*c) {
 		char name[64];
-		if (slot == 9 || slot == 10)
+		if (slot == SLOT_V10)
+			snprintf(name, sizeof(name), "tf_exl3_gemv10_b%u_cb%d", g->bits, (int)g->cb);
+		else if (slot > SLOT_V10)
 			snprintf(name, sizeof(name), "tf_exl3_gemv10_b%u_cb%d_r%d", g->bits, (int)g->cb,
-			         slot == 9 ? 2 : 4);
-		else if (slot >= 5)
-			snprintf(name, sizeof(name), "tf_exl3_gemv%d_b%u_cb%d", slot + 2, g->bits, (int)g->cb);
+			         slot == SLOT_V10 + 1 ? 2 : 4);
+		else if (slot == SLOT_V7)
+			snprintf(name, sizeof(name), "tf_exl3_gemv7_b%u_cb%d", g->bits, (int)g->cb);
 		else
 			snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
 		st = tf_cu_kernel(name, c);
-		if (!st && slot >= 8) { /* tf_cu_exl3_spread asks for dynamic shared memory */
+		if (!st && slot >= SLOT_V10) { /* tf_cu_exl3_spread asks for dynamic shared memory */
 			int sm = 0;
 			if (tf_cu->FuncGetAttribute(&sm, TF_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, *c) == 0 && sm > 0 &&
 			    sm < 227 * 1024 - SPREAD_SHMEM_MAX) {
-				static_smem10[g->bits][slot - 8] = sm;
+				static_smem10[g->bits][slot - SLOT_V10] = sm;
 				st = TF_CU(tf_cu->FuncSetAttribute(
 					*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, SPREAD_SHMEM_MAX));
 			}
@@ -328,30 +334,16 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		              ws ? ws->n_max : 0, L->g.n);
 	unsigned tmpl;
 	int slot = rows_slot(rows, &tmpl);
-	if (opt_v7 < 0) { /* on unless $TF_CUDA_EXL3_GEMV7=0 */
-		const char *v = getenv("TF_CUDA_EXL3_GEMV7");
-		opt_v7 = !(v && !strcmp(v, "0"));
-	}
-	if (opt_v8 < 0) { /* opt-in: $TF_CUDA_EXL3_GEMV8=1 (v8) or 2 (v9) */
-		const char *v = getenv("TF_CUDA_EXL3_GEMV8");
-		opt_v8 = v && !strcmp(v, "1") ? 1 : v && !strcmp(v, "2") ? 2 : 0;
-	}
-	unsigned shmem = 0;
-	if (rows == 1 && opt_v7)
-		slot = 5;
-	if (rows <= 4 && v10_on() && !opt_v8 && L->g.cb == TF_EXL3_CB_MUL1) {
-		slot = rows == 1 ? 8 : rows == 2 ? 9 : 10;
+	const unsigned b = L->g.bits;
+	const bool v10 = rows <= 4 && L->g.cb == TF_EXL3_CB_MUL1 && v10_on();
+	if (v10) {
+		slot = SLOT_V10 + (rows == 1 ? 0 : rows == 2 ? 1 : 2);
 		/* The v10 kernels of widths other than 1, 2 and 4 hold three
 		 * words a tile and fit three blocks an SM, not four. */
-		unsigned b = L->g.bits;
 		if (b != 1 && b != 2 && b != 4 && (blocks_per_sm <= 0 || blocks_per_sm > 3))
 			tf_cu_exl3_plan(&L->g, rows, sms, 3, &p);
-	} else if (rows == 1 && opt_v7 && opt_v8 == 2) {
-		slot = 7;
-		shmem = 8 * 2 * 128 * 2; /* u of each warp, two chunks, fp16 */
-	} else if (rows == 1 && opt_v7 && opt_v8 && p.chunks_per_slice <= GEMV8_CHUNKS_MAX) {
-		slot = 6;
-		shmem = p.chunks_per_slice * 128 * 2; /* u of the slice, fp16 */
+	} else if (rows == 1 && on_unless_zero(&opt_v7, "TF_CUDA_EXL3_GEMV7")) {
+		slot = SLOT_V7;
 	}
 	tf_cu_func f;
 	if ((st = get_func(&L->g, slot, tmpl, &f)))
@@ -363,17 +355,11 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	if (slot >= 8) {
-		unsigned b = L->g.bits;
-		if (opt_spread < 0) {
-			const char *v = getenv("TF_CUDA_EXL3_SPREAD");
-			opt_spread = !(v && !strcmp(v, "0"));
-		}
-		if (opt_spread)
-			shmem = tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
-			                          static_smem10[b][slot - 8]);
-	}
-	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, s, params, slot >= 8);
+	unsigned shmem = 0;
+	if (v10 && on_unless_zero(&opt_spread, "TF_CUDA_EXL3_SPREAD"))
+		shmem = tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
+		                          static_smem10[b][slot - SLOT_V10]);
+	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, s, params, v10);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);

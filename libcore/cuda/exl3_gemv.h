@@ -94,9 +94,7 @@ unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem);
  * unless $TF_CUDA_EXL3_GEMV10=0.
  * Other one-row layers take the lean body (v7: fp16 sums
  * over a whole chunk, one fence before the split-K counter; 4–6% faster
- * on the H200) unless $TF_CUDA_EXL3_GEMV7=0; $TF_CUDA_EXL3_GEMV8=1 or 2 takes the
- * v8 or v9 body instead (u built once a slice, or by every warp: no per-chunk
- * block barrier; both measured slower, NOTES.md v8). Two opt-in variants, both measured slower on
+ * on the H200) unless $TF_CUDA_EXL3_GEMV7=0. Two opt-in variants, both measured slower on
  * the H200 for now (kernels/NOTES.md v5, v6): $TF_CUDA_EXL3_GEMV1=1 sends
  * one row to the v5 kernel (no workspace: ws may be NULL), and
  * $TF_CUDA_PDL=1 makes every launch a programmatic dependent launch where
