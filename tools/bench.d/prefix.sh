@@ -6,6 +6,7 @@
 # submit-to-first-token (the reply's tf.ttft_s). TF_BIN is the folder of the
 # programs; TF_BENCH_PREFIX_WORDS sets the prompt length (words).
 set -euo pipefail
+. "$(dirname "$0")/../bench-lib.sh"
 bin=${TF_BIN:?}
 words=${TF_BENCH_PREFIX_WORDS:-300}
 work=$(mktemp -d /tmp/tf-bench-prefix.XXXXXX)
@@ -20,14 +21,7 @@ serve() { # serve CACHE: start a server, set port
 	"$bin/tf-serve" --engine cpu -j 2 --port 0 --lanes 4 --prefix-cache "$1" "$work/small" \
 		2>"$work/log" &
 	pid=$!
-	port=
-	for _ in $(seq 600); do
-		port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/log")
-		[ -n "$port" ] && return
-		sleep 0.1
-	done
-	cat "$work/log" >&2
-	exit 1
+	port=$(serve_port "$work/log" 60) || exit 1
 }
 stop() { kill "$pid"; wait "$pid" || true; pid=; }
 ask() { # ask LABEL: one request, prints its prompt, cached tokens and TTFT

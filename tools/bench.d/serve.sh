@@ -11,6 +11,7 @@
 # printed: the machine may be shared. TF_BIN is the folder of the
 # programs; TF_BENCH_STREAMS changes 512, TF_BENCH_RUNS the 3.
 set -euo pipefail
+. "$(dirname "$0")/../bench-lib.sh"
 bin=${TF_BIN:?}
 n=${TF_BENCH_STREAMS:-512}
 runs=${TF_BENCH_RUNS:-3}
@@ -19,13 +20,7 @@ log=$(mktemp /tmp/tf-serve-bench.XXXXXX)
 	--stub-token-ms 15 --stub-piece-us 0 --keepalive 0 2>"$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { cat "$log" >&2; exit 1; }
+port=$(serve_port "$log" 5) || exit 1
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 rounds() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^tf_engine_rounds_total/ {print $2}'; }
