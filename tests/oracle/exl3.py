@@ -204,14 +204,26 @@ def hexbits(a):
     return " ".join("%04X" % v for v in np.asarray(a, dtype=np.float16).view(np.uint16).ravel())
 
 
-def selftest():
-    bad = 0
+class Mismatches:
+    """A self-test's checks: check() prints each mismatch and counts it;
+    done() prints the verdict and returns the exit status."""
 
-    def check(what, got, want):
-        nonlocal bad
+    def __init__(self, name):
+        self.name, self.bad = name, 0
+
+    def check(self, what, got, want):
         if got != want:
-            bad += 1
+            self.bad += 1
             print("MISMATCH %s: got %s, want %s" % (what, got, want))
+
+    def done(self, agree):
+        print("%s self-test: %s" % (self.name, "%d mismatches" % self.bad if self.bad else agree))
+        return 1 if self.bad else 0
+
+
+def selftest():
+    t = Mismatches("exl3 oracle")
+    check = t.check
 
     table = {0x0000: ("3A25", "3F60", "C2E8"), 0x0001: ("BB5B", "304E", "3921"),
              0x0002: ("3B74", "BA13", "B72D"), 0x1234: ("C066", "3E0F", "B89E"),
@@ -261,8 +273,7 @@ def selftest():
     M = np.arange(256 * 3, dtype=np.float64).reshape(256, 3) % 7 - 3
     check("fast Ĥ = Ĥ", bool(np.abs(had_blocks_left(M) - np.concatenate(
         [H @ M[:128], H @ M[128:]])).max() < 1e-12), True)
-    print("exl3 oracle self-test: %s" % ("%d mismatches" % bad if bad else "all vectors agree"))
-    return 1 if bad else 0
+    return t.done("all vectors agree")
 
 
 if __name__ == "__main__":
