@@ -51,11 +51,12 @@ od -An -v -t d8 -w384 raw | awk '{ $1 = $1; print } END { print "" }' >frombin
 cmp frombin want || fail "bin rows differ"
 
 # as a coprocess: each line's rows come back before the next line is sent
+# (bash unsets HASH and HASH_PID once the coprocess ends, so keep copies)
 coproc HASH { tf-engram-hash -c config.json --host host.bin -f json; }
-echo '5 6 7 8' >&"${HASH[1]}"
-read -r -t 20 reply <&"${HASH[0]}" || fail "no reply from the coprocess"
+hash_pid=$HASH_PID to_hash=${HASH[1]} from_hash=${HASH[0]}
+echo '5 6 7 8' >&"$to_hash"
+read -r -t 20 reply <&"$from_hash" || fail "no reply from the coprocess"
 echo "$reply" >out
 expect_json 'j.n === 4'
-fd=${HASH[1]}
-exec {fd}>&-
-wait "$HASH_PID"
+exec {to_hash}>&-
+wait "$hash_pid"
