@@ -1,5 +1,5 @@
 /* exl3_common.cuh: device helpers shared by the EXL3 kernels
- * (exl3_gemv.cu, exl3_gemv1.cu, exl3_gemm.cu): the in-warp 128-point
+ * (exl3_gemv.cu, exl3_gemv10.cu, exl3_gemm.cu): the in-warp 128-point
  * Hadamard with the input and output scalings around it, the three codebooks
  * two states at a time, and reading a 16-bit state out of a
  * lane's 96-bit window of the bit stream (shared/reference/exl3-format.md

@@ -2,9 +2,9 @@
 # tools/gemv-profile.sh: the one-row EXL3 GEMV study of kernels/NOTES.md v7, run on
 # a GPU host from a folder G (default .gpu-gemv2) holding bin/ (tf-bench), gpu_exl3 and
 # rtlibs/ (tools: runtime-libs.sh): correctness of v1 and v7, v1/v7 timings twice
-# alternated, and ncu --set full of v1, the gemv1 kernel and v7 on the expert and
-# head shapes; everything in one tarball $OUT/all.tgz. (v7 is the default now; the
-# 23:01 UTC run had v1 as the default and the same switches otherwise.)
+# alternated, and ncu --set full of v1 and v7 on the expert and head shapes; everything
+# in one tarball $OUT/all.tgz. (v7 is the default now; the 23:01 UTC run had v1 as the
+# default, and also profiled the v5 kernel, since removed.)
 export LD_LIBRARY_PATH=$PWD/${G:-.gpu-gemv2}/rtlibs/lib
 G=${G:-.gpu-gemv2}; B=$G/bin/tf-bench; R=/tmp/r; mkdir -p $R
 S=5120x2304,2304x5120,5120x1280,1280x32768,4096x1024,8192x5120,5120x129280
@@ -17,11 +17,11 @@ for i in 1 2; do
 done
 paste <(cut -c1-60 $R/t_v1_1.txt) <(cut -c23-60 $R/t_v7_1.txt) <(cut -c23-60 $R/t_v1_2.txt) <(cut -c23-60 $R/t_v7_2.txt)
 NCU=/opt/nvidia/nsight-compute/2025.3.1/ncu
-for sh in 5120x2304 5120x129280; do for b in 4 2; do for v in 1 5 7; do
-  case $v in 1) k=tf_exl3_gemv_b${b}_cb2_r1;; 5) k=tf_exl3_gemv1_b${b}_cb2;; 7) k=tf_exl3_gemv7_b${b}_cb2;; esac
-  e5=0; e7=0; [ $v = 5 ] && e5=1; [ $v = 7 ] && e7=1
+for sh in 5120x2304 5120x129280; do for b in 4 2; do for v in 1 7; do
+  case $v in 1) k=tf_exl3_gemv_b${b}_cb2_r1;; 7) k=tf_exl3_gemv7_b${b}_cb2;; esac
+  e7=0; [ $v = 7 ] && e7=1
   n=v${v}_${sh}_b$b
-  TF_CUDA_EXL3_GEMV1=$e5 TF_CUDA_EXL3_GEMV7=$e7 timeout 60 $NCU --set full -k regex:$k --launch-skip 4 --launch-count 1 -f -o $R/$n \
+  TF_CUDA_EXL3_GEMV7=$e7 timeout 60 $NCU --set full -k regex:$k --launch-skip 4 --launch-count 1 -f -o $R/$n \
      $B kernels -s $sh -b $b -r 1 -n 3 --no-cublas > $R/$n.log 2>&1
   $NCU --import $R/$n.ncu-rep --page details > $R/$n.txt 2>&1
   $NCU --import $R/$n.ncu-rep --page raw --csv > $R/${n}_raw.csv 2>&1

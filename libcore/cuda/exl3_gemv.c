@@ -16,13 +16,6 @@ struct gemv_args {
 	int32_t y_bf16;
 };
 
-/* The one-row kernel's (kernels/exl3_gemv1.cu). */
-struct gemv1_args {
-	tf_cu_ptr trellis, suh, svh, x, y;
-	int32_t k, n;
-	int32_t y_bf16, pad;
-};
-
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* Kernel handles by width, codebook and slot: slots 0..4 the body for rows
  * ≤ 1, 2, 4, 8, 16; 5 the lean one-row body (v7); 6, 7, 8 MUL1 on the int8
@@ -30,13 +23,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 #define SLOT_V7 5
 #define SLOT_V10 6
 static tf_cu_func funcs[9][3][9];
-static tf_cu_func funcs1[9][3];
-static int regs1[9][3];
 static unsigned funcs_generation; /* of the module the handles came from */
-
-#define GEMV1_RANKS 8
-#define GEMV1_STATIC_SMEM (512 / 32 * 128 * 4 + 128 * 4) /* part[][] and red[] */
-#define GEMV1_SHMEM_MAX (200 * 1024) /* dynamic, under the 227 KiB a block may opt in to */
 
 /* The most dynamic shared memory tf_cu_exl3_spread asks for: with the
  * kernel's static part and the 1 KiB reserved a block, one block an SM. A
@@ -45,14 +32,8 @@ static unsigned funcs_generation; /* of the module the handles came from */
 
 /* Switches: -1 until read from the environment or set by
  * tf_cu_exl3_options or tf_cu_exl3_v10. */
-static int opt_v5 = -1, opt_pdl = -1, opt_v7 = -1, opt_v10 = -1, opt_spread = -1;
+static int opt_pdl = -1, opt_v7 = -1, opt_v10 = -1, opt_spread = -1;
 static int static_smem10[9][3]; /* the v10 kernels' static shared memory */
-
-static int env_flag(const char *name)
-{
-	const char *v = getenv(name);
-	return v && !strcmp(v, "1");
-}
 
 /* A switch that is on unless $name is "0", read once. */
 static bool on_unless_zero(int *opt, const char *name)
@@ -73,9 +54,8 @@ static int pdl_env(void)
 	return !v ? 2 : !strcmp(v, "1") ? 1 : !strcmp(v, "0") ? 0 : 2;
 }
 
-void tf_cu_exl3_options(int v5, int pdl)
+void tf_cu_exl3_options(int pdl)
 {
-	opt_v5 = v5 < 0 ? env_flag("TF_CUDA_EXL3_GEMV1") : v5 != 0;
 	opt_pdl = pdl < 0 ? pdl_env() : pdl;
 }
 
@@ -156,34 +136,6 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
 	rows_slot(rows ? rows : 1, &p->rows_tmpl);
 }
 
-void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf_cu_exl3_plan1 *p)
-{
-	unsigned kt = g->k / 16, blocks = g->n / 128 * GEMV1_RANKS;
-	unsigned nsm = sms > 0 ? (unsigned)sms : 132, r = regs > 0 ? (unsigned)regs : 128;
-	unsigned long best = 0;
-	p->grid_x = g->n / 128;
-	for (unsigned t = 64; t <= 512; t += 64) {
-		unsigned rounds = (kt + t - 1) / t, shmem = rounds * t * 4 + 32 * t * g->bits;
-		unsigned per_sm = 65536 / (r * t);
-		if (per_sm > 2048 / t)
-			per_sm = 2048 / t;
-		if (per_sm > 32)
-			per_sm = 32;
-		if (per_sm > 227 * 1024 / (shmem + GEMV1_STATIC_SMEM + 1024))
-			per_sm = 227 * 1024 / (shmem + GEMV1_STATIC_SMEM + 1024);
-		if (per_sm < 1)
-			continue;
-		unsigned long waves = (blocks + per_sm * nsm - 1) / (per_sm * nsm);
-		unsigned long cost = waves * rounds;
-		if (!best || cost < best) {
-			best = cost;
-			p->threads = t;
-			p->rounds = rounds;
-			p->shmem = shmem;
-		}
-	}
-}
-
 /* Load the module and take the handle cache's lock, emptying the cache
  * when the module was loaded again since (its handles are stale). */
 static tf_status lock_handles(void)
@@ -194,7 +146,6 @@ static tf_status lock_handles(void)
 	pthread_mutex_lock(&mu);
 	if (funcs_generation != tf_cu_module_generation()) {
 		memset(funcs, 0, sizeof(funcs));
-		memset(funcs1, 0, sizeof(funcs1));
 		funcs_generation = tf_cu_module_generation();
 	}
 	return TF_OK;
@@ -244,31 +195,6 @@ unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem)
 	return shmem <= 0 ? 0 : shmem > SPREAD_SHMEM_MAX ? SPREAD_SHMEM_MAX : (unsigned)shmem;
 }
 
-static tf_status get_func1(const struct tf_exl3_geom *g, tf_cu_func *f, int *regs)
-{
-	tf_status st = lock_handles();
-	if (st)
-		return st;
-	tf_cu_func *c = &funcs1[g->bits][g->cb];
-	if (!*c) {
-		char name[64];
-		snprintf(name, sizeof(name), "tf_exl3_gemv1_b%u_cb%d", g->bits, (int)g->cb);
-		int r = 0;
-		if (!(st = tf_cu_kernel(name, c))) {
-			if (tf_cu->FuncGetAttribute(&r, TF_CU_FUNC_ATTRIBUTE_NUM_REGS, *c) == 0 && r > 0 && r <= 255)
-				regs1[g->bits][g->cb] = r;
-			st = TF_CU(tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-			                                   GEMV1_SHMEM_MAX));
-			if (st)
-				*c = NULL;
-		}
-	}
-	*f = *c;
-	*regs = regs1[g->bits][g->cb];
-	pthread_mutex_unlock(&mu);
-	return st;
-}
-
 /* Launch f on grid gx × gy, as a programmatic dependent launch when that
  * is switched on and the driver has cuLaunchKernelEx. */
 static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, unsigned threads,
@@ -288,31 +214,6 @@ static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, uns
 	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, gz, threads, 1, 1, shmem, s, params, NULL));
 }
 
-/* One row: the v5 kernel. */
-static tf_status gemv1(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, tf_cu_ptr y, bool y_bf16, int sms,
-                       tf_cu_stream s)
-{
-	tf_cu_func f;
-	int regs;
-	tf_status st = get_func1(&L->g, &f, &regs);
-	if (st)
-		return st;
-	struct tf_cu_exl3_plan1 p;
-	tf_cu_exl3_plan1(&L->g, sms, regs, &p);
-	if (p.shmem > GEMV1_SHMEM_MAX)
-		return tf_err(TF_ERR_ARG, "exl3 gemv: K = %u is past the one-row kernel's shared memory", L->g.k);
-	struct gemv1_args a = {
-		.trellis = L->trellis, .suh = L->suh, .svh = L->svh, .x = x, .y = y,
-		.k = (int32_t)L->g.k, .n = (int32_t)L->g.n, .y_bf16 = y_bf16,
-	};
-	void *params[] = {&a};
-	st = launch(f, p.grid_x, GEMV1_RANKS, 1, p.threads, p.shmem, s, params, false);
-	if (st)
-		return tf_err_wrap(st, "exl3 gemv1 %ux%u b%u %s (grid %ux%u, %u threads): ", L->g.k, L->g.n,
-		                   L->g.bits, tf_exl3_cb_name(L->g.cb), p.grid_x, GEMV1_RANKS, p.threads);
-	return TF_OK;
-}
-
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
                           bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms, int blocks_per_sm,
                           tf_cu_stream s)
@@ -323,10 +224,6 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	if (rows < 1 || rows > TF_CU_EXL3_ROWS_MAX)
 		return tf_err(TF_ERR_ARG, "exl3 gemv: %u rows (1..%d; more rows take the GEMM path)",
 		              rows, TF_CU_EXL3_ROWS_MAX);
-	if (opt_v5 < 0)
-		opt_v5 = env_flag("TF_CUDA_EXL3_GEMV1");
-	if (rows == 1 && opt_v5)
-		return gemv1(L, x, y, y_bf16, sms, s);
 	struct tf_cu_exl3_plan p;
 	tf_cu_exl3_plan(&L->g, rows, sms, blocks_per_sm, &p);
 	if (p.slices > 1 && (!ws || ws->n_max < L->g.n))

@@ -52,11 +52,11 @@ struct tf_cu_exl3_plan {
 void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int blocks_per_sm,
                      struct tf_cu_exl3_plan *p);
 
-/* Set the two switches of tf_cu_exl3_gemv (v5 for one row, PDL): 0 off,
- * 1 on (PDL: 2, the v10 launches only, the default), −1 from the
- * environment (the default). Not thread safe
- * against launches in flight: for tests and benchmarks. */
-void tf_cu_exl3_options(int v5, int pdl);
+/* Set tf_cu_exl3_gemv's dependent-launch switch: 0 no launch is one, 1
+ * every launch, 2 the v10 launches only (the default), −1 from
+ * $TF_CUDA_PDL (the default). Not thread safe against launches in
+ * flight: for tests and benchmarks. */
+void tf_cu_exl3_options(int pdl);
 
 /* Set the switch of the MUL1 body on the int8 tensor cores for up to 4
  * rows (v10, kernels/exl3_gemv10.cu; single layers and the experts
@@ -64,18 +64,6 @@ void tf_cu_exl3_options(int v5, int pdl);
  * (the default: on unless it is "0"). For tests and benchmarks, like
  * tf_cu_exl3_options. */
 void tf_cu_exl3_v10(int on);
-
-/* How a one-row launch (the v5 kernel, kernels/exl3_gemv1.cu) is cut: a
- * cluster of 8 blocks per 128 columns (grid n/128 × 8), threads per block
- * (a multiple of 64, at most 512; each thread owns one 16×16 tile column
- * and rounds k-tiles of it), the dynamic shared memory for u and the
- * staging areas. regs: the
- * kernel's registers a thread (0: assume 128). Picks the threads that
- * minimise waves × rounds over the sms processors, the fewest on a tie. */
-struct tf_cu_exl3_plan1 {
-	unsigned grid_x, threads, rounds, shmem;
-};
-void tf_cu_exl3_plan1(const struct tf_exl3_geom *g, int sms, int regs, struct tf_cu_exl3_plan1 *p);
 
 /* A grid smaller than the SMs can hold is placed unevenly: the block
  * scheduler fills some SMs to their limit (fit blocks) and leaves others
@@ -94,9 +82,7 @@ unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem);
  * unless $TF_CUDA_EXL3_GEMV10=0.
  * Other one-row layers take the lean body (v7: fp16 sums
  * over a whole chunk, one fence before the split-K counter; 4–6% faster
- * on the H200) unless $TF_CUDA_EXL3_GEMV7=0. Two opt-in variants, both measured slower on
- * the H200 for now (kernels/NOTES.md v5, v6): $TF_CUDA_EXL3_GEMV1=1 sends
- * one row to the v5 kernel (no workspace: ws may be NULL), and
+ * on the H200) unless $TF_CUDA_EXL3_GEMV7=0.
  * $TF_CUDA_PDL=1 makes every launch a programmatic dependent launch where
  * the driver has cuLaunchKernelEx (the kernels read x and the workspace
  * and write y only after the launches before them are done); unset, only

@@ -1,6 +1,6 @@
 /* gpu_exl3.c: the EXL3 kernels against the CPU codec (tf_exl3_matmul) on
- * random layers. The fused GEMV (kernels/exl3_gemv.cu, and for one row
- * kernels/exl3_gemv1.cu): every bit width
+ * random layers. The fused GEMV (kernels/exl3_gemv.cu, and for MUL1 at up
+ * to 4 rows kernels/exl3_gemv10.cu): every bit width
  * 1..8, the three codebooks, 1..16 rows, f32 and bf16 outputs, one slice
  * and many. The prefill path (kernels/exl3_gemm.cu + cuBLAS): the decoded
  * Ŵᵀ bit-exact with tf_exl3_decode, and 17..300 rows. The ragged experts
@@ -415,11 +415,11 @@ int main(void)
 				cases += 3;
 			}
 		}
-	/* One row on the opt-in v5 kernel (a cluster of 8 blocks per 128
-	 * columns) as a dependent launch: every width and codebook, with idle
-	 * ranks (K = 2304: 144 tile rows over 8 × 24), and several rounds a
-	 * thread (K = 8192, 16384). */
-	tf_cu_exl3_options(1, 1);
+	/* One row with every launch a programmatic dependent launch
+	 * ($TF_CUDA_PDL=1; by default only v10 launches are): v7 and v10
+	 * wait for the launch before them before reading x or the workspace.
+	 * Every width and codebook, one slice and many. */
+	tf_cu_exl3_options(1);
 	for (uint32_t bits = 1; bits <= 8; bits++)
 		for (int cb = 0; cb < 3; cb++) {
 			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
@@ -427,12 +427,8 @@ int main(void)
 			one(&dev, &ws, 2304, 384, bits, cb, 1, (bits + (uint32_t)cb) % 2 == 1, 0, seed++);
 			one(&dev, &ws, 8192, 256, bits, cb, 1, false, 0, seed++);
 			cases += 2;
-			if (bits % 4 == 0) {
-				one(&dev, &ws, 16384, 128, bits, cb, 1, false, 0, seed++);
-				cases++;
-			}
 		}
-	tf_cu_exl3_options(-1, -1);
+	tf_cu_exl3_options(-1);
 	/* MUL1 at 1..4 rows on v10 (int8 tensor cores, the default) and on the
 	 * fp16 bodies (v7 for one row, the MMA body for more): every width, one
 	 * slice of 20 chunks (three groups of u at 1 and 2 rows, five at 3 and
