@@ -2,6 +2,7 @@
 # tf-bench serve against a stub tf-serve: counts, --verify, --json keys,
 # failures exit 1, usage errors, and the man page's serve example.
 . "$TF_TESTS/lib.sh"
+. "$TF_TESTS/../../tools/bench-lib.sh"
 
 run tf-bench
 expect_rc 64
@@ -17,12 +18,7 @@ expect_err 'no connection'
 tf-serve --engine stub --port 0 --stub-token-ms 1 2>serve.log &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-	port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' serve.log)
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || fail "tf-serve did not start"
+port=$(serve_port serve.log 30) || fail "tf-serve did not start"
 
 run tf-bench serve -p "$port" --requests 12 --concurrency 4 --max-tokens 9 --ignore-eos --verify --json
 expect_rc 0
