@@ -20,6 +20,9 @@ struct exl3_gemv_args {
 };
 
 #define GEMV_THREADS 256
+/* The most blocks a cluster of split-K slices spans (16: past the portable
+ * 8, which the launcher allows for the kernel). */
+#define GEMV_CLUSTER_MAX 16
 
 __device__ __forceinline__ uint32_t h2u(__half2 h)
 {
@@ -108,10 +111,48 @@ __device__ __forceinline__ int experts_job(const exl3_experts_args &a, gemv_job 
 	return e.bits;
 }
 
+/* Thread-block clusters (sm_90): the blocks in this one, this block's
+ * rank in it, a barrier over all of their threads (release before,
+ * acquire after), and a float from block rank's shared memory at the
+ * address p has in this block's. */
+__device__ __forceinline__ unsigned cluster_blocks()
+{
+	unsigned n;
+	asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+	return n;
+}
+
+__device__ __forceinline__ unsigned cluster_rank()
+{
+	unsigned r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+
+__device__ __forceinline__ void cluster_sync()
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+	             "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ float cluster_ld(const float *p, unsigned rank)
+{
+	uint32_t a = (uint32_t)__cvta_generic_to_shared(p), ra;
+	float v;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+	asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+	return v;
+}
+
 /* The end of a GEMV block, once part[r][0..127] holds its partial sums of
- * this block's 128 columns: split-K slices meet in the workspace (the last
- * block of a column block takes the sums and re-zeroes it), then y =
- * (a · Ĥ_N) ⊙ svh. How a block's sums are published before its count:
+ * this block's 128 columns: split-K slices meet, then y = (a · Ĥ_N) ⊙ svh
+ * by one block. Launched as clusters that span the slices (grid y), the
+ * slices meet in shared memory: block 0 of the cluster adds the others'
+ * sums in rank order (deterministic, no workspace), the others leave after
+ * a second barrier (their shared memory must live until it is read).
+ * Else in the workspace: each block adds its sums atomically and counts
+ * itself in; the last block takes the sums and re-zeroes the workspace.
+ * How a block's sums are published before its count there:
  * FENCE 0: every thread fences; 1: one thread fences, after the block's
  * barrier (cumulative over it); 2: that thread's count is one
  * acquire-release atomic, with no fence (the release is cumulative over
@@ -124,8 +165,32 @@ __device__ __forceinline__ void gemv_tail(const gemv_job &a, float (*part)[128],
 	const int nb = blockIdx.x;
 	__syncthreads();
 
+	const unsigned cn = cluster_blocks();
+	if (cn > 1) {
+		cluster_sync();
+		const unsigned me = cluster_rank();
+		if (me == 0)
+			for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
+				const int r = e >> 7, c = e & 127;
+				if (r < a.rows) {
+					/* all loads in flight at once, then the sum in rank order */
+					float t[GEMV_CLUSTER_MAX];
+#pragma unroll
+					for (unsigned b = 1; b < GEMV_CLUSTER_MAX; b++)
+						t[b] = b < cn ? cluster_ld(&part[r][c], b) : 0.f;
+					float v = part[r][c];
+#pragma unroll
+					for (unsigned b = 1; b < GEMV_CLUSTER_MAX; b++)
+						v += t[b];
+					part[r][c] = v;
+				}
+			}
+		cluster_sync();
+		if (me != 0)
+			return;
+	}
 	const int slices = gridDim.y;
-	if (slices > 1) {
+	if (cn == 1 && slices > 1) {
 		float *acc_g = a.acc + (size_t)nb * 128;
 		for (int e = threadIdx.x; e < R * 128; e += GEMV_THREADS) {
 			const int r = e >> 7, c = e & 127;

@@ -444,6 +444,7 @@ int bench_kernels_cuda(void)
 					gc.rows = (uint32_t)rows[r];
 					double us, us16 = NAN; /* gemm: the GEMV per 16 rows */
 					double floor_us = NAN; /* an empty kernel on the GEMV's grid */
+					unsigned cluster = 0;  /* the GEMV's slices as one cluster of this many */
 					const char *op = "gemv";
 					if (rows[r] > TF_CU_EXL3_ROWS_MAX) {
 						if (!blas) {
@@ -456,21 +457,24 @@ int bench_kernels_cuda(void)
 						die_st(time_body(&t, t.gc, gemv16_body, &gc, gc.launches, &us16), "exl3 gemv16 timing");
 					} else {
 						die_st(time_body(&t, t.gc, gemv_body, &gc, gc.launches, &us), "exl3 timing");
+						cluster = tf_cu_exl3_last_cluster();
 						struct tf_cu_exl3_plan p;
 						tf_cu_exl3_plan(&g, gc.rows, dev.sms, (int)bench.blocks_per_sm, &p);
-						struct empty_case ec = {.gx = p.grid_x, .gy = p.slices, .launches = gc.launches};
+						struct empty_case ec = {.gx = p.grid_x, .gy = cluster ? cluster : p.slices,
+						                        .launches = gc.launches};
 						die_st(tf_cu_kernel("tf_empty", &ec.f), "empty kernel");
 						die_st(time_body(&t, t.gc, empty_body, &ec, ec.launches, &floor_us), "floor timing");
 					}
 					double gbs = tb / (us * 1e-6) / 1e9;
 					double bgbs = (double)2 * k * n / (bf_us[r] * 1e-6) / 1e9;
 					if (bench.json) {
-						json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i}",
+						json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i,s:i}",
 							"op", op, "k", k, "n", n, "bits", g.bits, "codebook", tf_exl3_cb_name(g.cb),
 							"rows", (int)rows[r], "us", us, "gbs", gbs, "pct_copy",
 							100 * gbs / copy_gbs, "bf16_us", isnan(bf_us[r]) ? -1.0 : bf_us[r],
 							"bf16_gbs", isnan(bf_us[r]) ? -1.0 : bgbs, "gemv16_us", isnan(us16) ? -1.0 : us16,
-							"floor_us", isnan(floor_us) ? -1.0 : floor_us, "trellis_bytes", (json_int_t)tb, "copies", gc.copies));
+							"floor_us", isnan(floor_us) ? -1.0 : floor_us, "trellis_bytes", (json_int_t)tb, "copies", gc.copies,
+							"cluster", (int)cluster));
 					} else {
 						char shape[32];
 						snprintf(shape, sizeof(shape), "%ux%u", k, n);

@@ -82,6 +82,7 @@ static const struct sym syms[] = {
 	REQ(MemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
 	OPT(FuncGetName, "cuFuncGetName"),
 	OPT(LaunchKernelEx, "cuLaunchKernelEx"),
+	OPT(OccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters"),
 };
 
 /* Our own names and texts, for a driver that cannot answer (missing, or

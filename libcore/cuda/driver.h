@@ -105,6 +105,7 @@ enum {
 	TF_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
 	TF_CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
 	TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+	TF_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
 	TF_CU_MEM_ALLOCATION_TYPE_PINNED = 1,
 	TF_CU_MEM_LOCATION_TYPE_DEVICE = 1,
 	TF_CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
@@ -136,6 +137,7 @@ struct tf_cu_mem_access {
  * the comment gives the exact symbol resolved. All return a CUresult. */
 /* cuLaunchKernelEx's CUlaunchAttribute (72 bytes: an id, padding, a
  * 64-byte value union) and CUlaunchConfig, field for field. */
+#define TF_CU_LAUNCH_ATTR_CLUSTER_DIMENSION 4
 #define TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION 6
 struct tf_cu_launch_attr {
 	int id;
@@ -143,6 +145,9 @@ struct tf_cu_launch_attr {
 	union {
 		char bytes[64];
 		int i;
+		struct {
+			unsigned x, y, z;
+		} cluster; /* blocks a cluster spans, per grid dimension */
 	} value;
 };
 struct tf_cu_launch_config {
@@ -216,6 +221,8 @@ struct tf_cu_api {
 	int (*FuncGetName)(const char **name, tf_cu_func f);           /* cuFuncGetName (12.3+) */
 	int (*LaunchKernelEx)(const struct tf_cu_launch_config *c, tf_cu_func f, void **params,
 	                      void **extra);                            /* cuLaunchKernelEx (12.0+) */
+	int (*OccupancyMaxActiveClusters)(int *n, tf_cu_func f,
+	                                  const struct tf_cu_launch_config *c); /* cuOccupancyMaxActiveClusters (11.8+) */
 };
 
 /* A loaded driver. */

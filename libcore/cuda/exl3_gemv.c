@@ -32,7 +32,8 @@ static unsigned funcs_generation; /* of the module the handles came from */
 
 /* Switches: -1 until read from the environment or set by
  * tf_cu_exl3_options or tf_cu_exl3_v10. */
-static int opt_pdl = -1, opt_v7 = -1, opt_v10 = -1, opt_spread = -1;
+static int opt_pdl = -1, opt_v7 = -1, opt_v10 = -1, opt_spread = -1, opt_cluster = -1;
+static bool nonportable[9][3][9]; /* the kernel may take clusters of 16 */
 static int static_smem10[9][3]; /* the v10 kernels' static shared memory */
 
 /* A switch that is on unless $name is "0", read once. */
@@ -62,6 +63,18 @@ void tf_cu_exl3_options(int pdl)
 void tf_cu_exl3_v10(int on)
 {
 	opt_v10 = on;
+}
+
+void tf_cu_exl3_cluster(int on)
+{
+	opt_cluster = on;
+}
+
+static _Thread_local unsigned last_cluster; /* of this thread's last tf_cu_exl3_gemv */
+
+unsigned tf_cu_exl3_last_cluster(void)
+{
+	return last_cluster;
 }
 
 /* The MUL1 body on the int8 tensor cores (v10) for the single layer and
@@ -169,6 +182,10 @@ static tf_status get_func(const struct tf_exl3_geom *g, int slot, unsigned tmpl,
 		else
 			snprintf(name, sizeof(name), "tf_exl3_gemv_b%u_cb%d_r%u", g->bits, (int)g->cb, tmpl);
 		st = tf_cu_kernel(name, c);
+		/* Clusters past the portable 8 blocks: where the driver allows. */
+		if (!st)
+			nonportable[g->bits][g->cb][slot] =
+				tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) == 0;
 		if (!st && slot >= SLOT_V10) { /* tf_cu_exl3_spread asks for dynamic shared memory */
 			int sm = 0;
 			if (tf_cu->FuncGetAttribute(&sm, TF_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, *c) == 0 && sm > 0 &&
@@ -195,23 +212,73 @@ unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem)
 	return shmem <= 0 ? 0 : shmem > SPREAD_SHMEM_MAX ? SPREAD_SHMEM_MAX : (unsigned)shmem;
 }
 
-/* Launch f on grid gx × gy, as a programmatic dependent launch when that
- * is switched on and the driver has cuLaunchKernelEx. */
+/* Launch f on grid gx × gy × gz, as a programmatic dependent launch when
+ * that is switched on and the driver has cuLaunchKernelEx, and as clusters
+ * of cy blocks along y when cy > 1 (the caller checked cluster_fits). */
 static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, unsigned threads,
-                        unsigned shmem, tf_cu_stream s, void **params, bool v10)
+                        unsigned shmem, unsigned cy, tf_cu_stream s, void **params, bool v10)
 {
 	if (opt_pdl < 0)
 		opt_pdl = pdl_env();
-	if ((opt_pdl == 1 || (opt_pdl == 2 && v10)) && tf_cu->LaunchKernelEx) {
-		struct tf_cu_launch_attr attr = {.id = TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION};
-		attr.value.i = 1;
+	const bool pdl = opt_pdl == 1 || (opt_pdl == 2 && v10);
+	if ((pdl || cy > 1) && tf_cu->LaunchKernelEx) {
+		struct tf_cu_launch_attr attr[2] = {{0}};
+		unsigned n = 0;
+		if (pdl) {
+			attr[n].id = TF_CU_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
+			attr[n++].value.i = 1;
+		}
+		if (cy > 1) {
+			attr[n].id = TF_CU_LAUNCH_ATTR_CLUSTER_DIMENSION;
+			attr[n].value.cluster.x = 1;
+			attr[n].value.cluster.y = cy;
+			attr[n++].value.cluster.z = 1;
+		}
 		struct tf_cu_launch_config c = {
 			.gx = gx, .gy = gy, .gz = gz, .bx = threads, .by = 1, .bz = 1,
-			.shmem = shmem, .s = s, .attrs = &attr, .nattrs = 1,
+			.shmem = shmem, .s = s, .attrs = attr, .nattrs = n,
 		};
 		return TF_CU(tf_cu->LaunchKernelEx(&c, f, params, NULL));
 	}
 	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, gz, threads, 1, 1, shmem, s, params, NULL));
+}
+
+/* Whether every cluster of cy blocks of f's grid gx × cy × gz (256
+ * threads, shmem bytes) can be resident at once, so that no cluster waits
+ * for another to end: cuOccupancyMaxActiveClusters, remembered per
+ * kernel, cluster size and shared memory. */
+static bool cluster_fits(tf_cu_func f, unsigned gx, unsigned cy, unsigned gz, unsigned shmem)
+{
+	static struct {
+		tf_cu_func f;
+		unsigned cy, shmem;
+		int n;
+	} memo[64];
+	if (!tf_cu->OccupancyMaxActiveClusters || !tf_cu->LaunchKernelEx)
+		return false;
+	unsigned h = (unsigned)(((uintptr_t)f >> 4) * 31u + cy * 7u + shmem / 1024u) % 64u;
+	pthread_mutex_lock(&mu);
+	int n = memo[h].f == f && memo[h].cy == cy && memo[h].shmem == shmem ? memo[h].n : -1;
+	pthread_mutex_unlock(&mu);
+	if (n < 0) {
+		struct tf_cu_launch_attr attr = {.id = TF_CU_LAUNCH_ATTR_CLUSTER_DIMENSION};
+		attr.value.cluster.x = 1;
+		attr.value.cluster.y = cy;
+		attr.value.cluster.z = 1;
+		struct tf_cu_launch_config c = {
+			.gx = gx, .gy = cy, .gz = gz, .bx = 256, .by = 1, .bz = 1,
+			.shmem = shmem, .attrs = &attr, .nattrs = 1,
+		};
+		if (tf_cu->OccupancyMaxActiveClusters(&n, f, &c) != 0)
+			n = 0;
+		pthread_mutex_lock(&mu);
+		memo[h].f = f;
+		memo[h].cy = cy;
+		memo[h].shmem = shmem;
+		memo[h].n = n;
+		pthread_mutex_unlock(&mu);
+	}
+	return (unsigned long)n >= (unsigned long)gx * gz;
 }
 
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
@@ -252,11 +319,30 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	unsigned shmem = 0;
-	if (v10 && on_unless_zero(&opt_spread, "TF_CUDA_EXL3_SPREAD"))
-		shmem = tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
-		                          static_smem10[b][slot - SLOT_V10]);
-	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, s, params, v10);
+	const bool spread = v10 && on_unless_zero(&opt_spread, "TF_CUDA_EXL3_SPREAD");
+	unsigned shmem = spread ? tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
+	                                            static_smem10[b][slot - SLOT_V10])
+	                        : 0;
+	/* The slices of a column block as one cluster, where the plan has at
+	 * most 16 of them (8 where the kernel may not take more) and all the
+	 * clusters fit at once (spread as planned, else packed as the
+	 * scheduler likes). The plan itself stays: capping it to fit clusters
+	 * (fewer, longer slices) measured 1.2–1.4x slower on the H200 on
+	 * 5120x2304 and 4096x1024 (probably because a cluster of 14 or 16
+	 * blocks starts only when that many slots are free in one GPC, which
+	 * loses the overlap of a dependent launch; kernels/NOTES.md). */
+	unsigned cy = 0;
+	const unsigned cmax = nonportable[b][L->g.cb][slot] ? TF_CU_EXL3_CLUSTER_MAX : TF_CU_EXL3_CLUSTER_PORTABLE;
+	if (p.slices > 1 && p.slices <= cmax && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER")) {
+		if (cluster_fits(f, p.grid_x, p.slices, 1, shmem))
+			cy = p.slices;
+		else if (shmem && cluster_fits(f, p.grid_x, p.slices, 1, 0)) {
+			cy = p.slices;
+			shmem = 0;
+		}
+	}
+	last_cluster = cy;
+	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, cy, s, params, v10);
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);
@@ -381,7 +467,7 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	 * must wait before it reads its task, so nothing overlaps but the
 	 * launch, and the waiting blocks hold their SM slots (6 experts
 	 * 2304x5120 at 4 bits: 26.9 µs as a dependent launch, 21.2 not). */
-	st = launch(f, nb, slices, ntasks, 256, 0, s, params, false);
+	st = launch(f, nb, slices, ntasks, 256, 0, 0, s, params, false);
 	if (st)
 		return tf_err_wrap(st, "exl3 experts %ux%u %s: %u tasks (grid %ux%ux%u): ", E->k, E->n,
 		                   tf_exl3_cb_name(E->cb), ntasks, nb, slices, ntasks);

@@ -52,6 +52,12 @@ struct tf_cu_exl3_plan {
 void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int blocks_per_sm,
                      struct tf_cu_exl3_plan *p);
 
+/* The most slices a cluster launch spans (kernels/exl3_gemv.cuh
+ * GEMV_CLUSTER_MAX), and the portable most (without the kernel's
+ * non-portable cluster size allowed). */
+#define TF_CU_EXL3_CLUSTER_MAX 16
+#define TF_CU_EXL3_CLUSTER_PORTABLE 8
+
 /* Set tf_cu_exl3_gemv's dependent-launch switch: 0 no launch is one, 1
  * every launch, 2 the v10 launches only (the default), −1 from
  * $TF_CUDA_PDL (the default). Not thread safe against launches in
@@ -64,6 +70,14 @@ void tf_cu_exl3_options(int pdl);
  * (the default: on unless it is "0"). For tests and benchmarks, like
  * tf_cu_exl3_options. */
 void tf_cu_exl3_v10(int on);
+
+/* Set the switch of the cluster launch (tf_cu_exl3_gemv): 0 off (split-K
+ * slices meet in the workspace), 1 on, −1 from $TF_CUDA_EXL3_CLUSTER (the
+ * default: on unless it is "0"). For tests and benchmarks. */
+void tf_cu_exl3_cluster(int on);
+/* The cluster size (blocks along K) of this thread's last
+ * tf_cu_exl3_gemv launch, 0 when it was not a cluster launch. */
+unsigned tf_cu_exl3_last_cluster(void);
 
 /* A grid smaller than the SMs can hold is placed unevenly: the block
  * scheduler fills some SMs to their limit (fit blocks) and leaves others
@@ -83,6 +97,11 @@ unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem);
  * Other one-row layers take the lean body (v7: fp16 sums
  * over a whole chunk, one fence before the split-K counter; 4–6% faster
  * on the H200) unless $TF_CUDA_EXL3_GEMV7=0.
+ * A layer planned as 2..16 slices of K is launched with each column
+ * block's slices as one thread-block cluster, where the driver can place
+ * every cluster at once: the slices meet in shared memory (no workspace
+ * round trips; the sum is in a fixed order), unless
+ * $TF_CUDA_EXL3_CLUSTER=0.
  * $TF_CUDA_PDL=1 makes every launch a programmatic dependent launch where
  * the driver has cuLaunchKernelEx (the kernels read x and the workspace
  * and write y only after the launches before them are done); unset, only

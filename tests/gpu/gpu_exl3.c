@@ -24,6 +24,7 @@
 
 static struct tf_pool *pool;
 static double worst_rel, worst_max, worst_gemm, worst_experts;
+static int launches, clustered; /* GEMV launches, and those as clusters */
 
 static void ws_zero(const struct tf_cu_exl3_ws *ws);
 
@@ -60,6 +61,8 @@ static void one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws, uint32
 	const int sms = bps < 0 ? 1 : dev->sms;
 	bps = bps < 0 ? 1 : bps;
 	GPU_OK(tf_cu_exl3_gemv(&D, dx, rows, dy, y_bf16, ws, sms, bps, NULL));
+	launches++;
+	clustered += tf_cu_exl3_last_cluster() > 0;
 	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
 	if (y_bf16) {
 		uint16_t *yb = malloc(2 * rows * n);
@@ -415,26 +418,38 @@ int main(void)
 				cases += 3;
 			}
 		}
+	/* Launched as clusters (the default) where the slices fit in one:
+	 * most split launches above must have been. */
+	printf("exl3 gemv: %d of %d launches as clusters\n", clustered, launches);
+	GPU_CHECK(clustered > 0 && clustered * 4 >= launches, "%d of %d GEMV launches were cluster launches",
+	          clustered, launches);
 	/* One row with every launch a programmatic dependent launch
 	 * ($TF_CUDA_PDL=1; by default only v10 launches are): v7 and v10
 	 * wait for the launch before them before reading x or the workspace.
-	 * Every width and codebook, one slice and many. */
+	 * Every width and codebook, one slice and many, with the slices
+	 * meeting in a cluster and in the workspace. */
 	tf_cu_exl3_options(1);
-	for (uint32_t bits = 1; bits <= 8; bits++)
-		for (int cb = 0; cb < 3; cb++) {
-			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
-				continue;
-			one(&dev, &ws, 2304, 384, bits, cb, 1, (bits + (uint32_t)cb) % 2 == 1, 0, seed++);
-			one(&dev, &ws, 8192, 256, bits, cb, 1, false, 0, seed++);
-			cases += 2;
-		}
+	for (int cl = 1; cl >= 0; cl--) {
+		tf_cu_exl3_cluster(cl);
+		for (uint32_t bits = 1; bits <= 8; bits++)
+			for (int cb = 0; cb < 3; cb++) {
+				if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
+					continue;
+				one(&dev, &ws, 2304, 384, bits, cb, 1, (bits + (uint32_t)cb) % 2 == 1, 0, seed++);
+				one(&dev, &ws, 8192, 256, bits, cb, 1, false, 0, seed++);
+				cases += 2;
+			}
+	}
 	tf_cu_exl3_options(-1);
-	/* MUL1 at 1..4 rows on v10 (int8 tensor cores, the default) and on the
-	 * fp16 bodies (v7 for one row, the MMA body for more): every width, one
-	 * slice of 20 chunks (three groups of u at 1 and 2 rows, five at 3 and
-	 * 4) and many slices of one chunk, f32 and bf16 output. */
-	for (int v10 = 1; v10 >= 0; v10--) {
-		tf_cu_exl3_v10(v10);
+	/* MUL1 at 1..4 rows on v10 (int8 tensor cores, the default; slices
+	 * meeting in a cluster and in the workspace) and on the fp16 bodies
+	 * (v7 for one row, the MMA body for more): every width, one slice of
+	 * 20 chunks (three groups of u at 1 and 2 rows, five at 3 and 4) and
+	 * many slices of one chunk, f32 and bf16 output. */
+	static const int conf[][2] = {{1, 1}, {1, 0}, {0, 1}}; /* v10, cluster */
+	for (int c = 0; c < 3; c++) {
+		tf_cu_exl3_v10(conf[c][0]);
+		tf_cu_exl3_cluster(conf[c][1]);
 		double before = worst_rel;
 		worst_rel = 0;
 		for (uint32_t bits = 1; bits <= 8; bits++) {
@@ -446,11 +461,13 @@ int main(void)
 				cases += 2;
 			}
 		}
-		printf("exl3 gemv MUL1 1-4 rows %s: worst rel %.2e (f32 output)\n", v10 ? "v10" : "fp16", worst_rel);
+		printf("exl3 gemv MUL1 1-4 rows %s, %s: worst rel %.2e (f32 output)\n", conf[c][0] ? "v10" : "fp16",
+		       conf[c][1] ? "clusters" : "workspace", worst_rel);
 		if (before > worst_rel)
 			worst_rel = before;
 	}
 	tf_cu_exl3_v10(-1);
+	tf_cu_exl3_cluster(-1);
 	/* Release shapes of DeepSeek-V4.1 at the common widths. */
 	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {4096, 1024}, {1280, 8192}};
 	for (size_t s = 0; s < (quick ? 0u : 4u); s++)
