@@ -360,12 +360,14 @@ START_TEST(exl3_plan)
 		unsigned kb = g.k / 128;
 		ck_assert_uint_ge(p.slices * p.chunks_per_slice, kb);
 		ck_assert_uint_lt((p.slices - 1) * p.chunks_per_slice, kb); /* no empty slice */
-		/* At least half the 528 blocks aimed at, unless K runs out first. */
+		/* At least half the 528 blocks aimed at, unless K runs out first
+		 * or the column blocks alone give every SM one (then one slice). */
 		unsigned most = p.grid_x * kb, blocks = p.grid_x * p.slices;
-		ck_assert_uint_ge(blocks, most < 264 ? most : 264);
-		ck_assert_uint_le(blocks, p.grid_x > 528 ? p.grid_x : 528); /* one wave aimed at */
-		if (p.grid_x >= 528)
+		if (p.grid_x >= 132)
 			ck_assert_uint_eq(p.slices, 1);
+		else
+			ck_assert_uint_ge(blocks, most < 264 ? most : 264);
+		ck_assert_uint_le(blocks, p.grid_x > 528 ? p.grid_x : 528); /* one wave aimed at */
 	}
 	struct tf_exl3_geom g = {5120, 2304, 2, TF_EXL3_CB_3INST};
 	struct tf_cu_exl3_plan p;
@@ -379,6 +381,11 @@ START_TEST(exl3_plan)
 	tf_cu_exl3_plan(&g2, 1, 132, 3, &p);
 	ck_assert_uint_eq(p.slices, 20);
 	ck_assert_uint_eq(p.chunks_per_slice, 2);
+	/* 256 column blocks on 132 SMs: K is not split. */
+	struct tf_exl3_geom g3 = {1280, 32768, 4, TF_EXL3_CB_MUL1};
+	tf_cu_exl3_plan(&g3, 1, 132, 4, &p);
+	ck_assert_uint_eq(p.slices, 1);
+	ck_assert_uint_eq(p.grid_x, 256);
 	tf_cu_exl3_plan(&g, 16, 1, 1, &p); /* one processor: one slice */
 	ck_assert_uint_eq(p.slices, 1);
 	ck_assert_uint_eq(p.rows_tmpl, 16);
