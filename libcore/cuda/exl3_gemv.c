@@ -133,9 +133,10 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
 	unsigned target = nsm * (unsigned)(blocks_per_sm > 0 ? blocks_per_sm : 4);
 	unsigned want = (target + nb - 1) / nb; /* slices wanted */
 	/* With a column block for every SM already, K is not split: the
-	 * split's end costs more than the extra blocks bring (1280x32768 on
-	 * the H200: 256 blocks of 10 chunks 11.9 µs, 512 of 5 13.6 µs, or
-	 * 12.1 as clusters of 2). */
+	 * split's end costs about what the extra blocks bring (1280x32768 on
+	 * the H200 at 2 bits: 256 blocks of 10 chunks 11.8 µs, 512 of 5
+	 * 13.6, 12.1 as clusters of 2; at 4 bits 12.2, 13.7, 12.1; at four
+	 * rows 5–10% faster than clusters; kernels/NOTES.md). */
 	if (want < 1 || nb >= nsm)
 		want = 1;
 	if (want > kb)
