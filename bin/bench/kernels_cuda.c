@@ -287,12 +287,14 @@ static void time_experts(struct timer *t, const struct tf_cu_device *dev, const 
 	die_st(TF_CU(tf_cu->CtxSynchronize()), "fill");
 	double us;
 	die_st(time_body(t, t->gc, experts_body, &ec, ec.launches, &us), "experts timing");
+	const unsigned cluster = tf_cu_exl3_last_cluster();
 	double gbs = all / (us * 1e-6) / 1e9;
 	if (bench.json) {
-		json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:i}",
+		json_array_append_new(cases, json_pack("{s:s,s:i,s:i,s:i,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:i,s:i}",
 			"op", "experts", "k", g->k, "n", g->n, "bits", g->bits, "codebook", tf_exl3_cb_name(g->cb),
 			"rows", (int)rows, "experts", (int)nexp, "us", us, "gbs", gbs, "pct_copy", 100 * gbs / copy_gbs,
-			"gemv_launches_us", gemv_us * nexp, "trellis_bytes", (json_int_t)all, "copies", ec.copies));
+			"gemv_launches_us", gemv_us * nexp, "trellis_bytes", (json_int_t)all, "copies", ec.copies,
+			"cluster", (int)cluster));
 	} else {
 		printf("  %u experts, one launch: %9.2f us %8.0f GB/s %5.1f%%   (%u GEMV launches: %.2f us, %.2fx)\n",
 		       nexp, us, gbs, 100 * gbs / copy_gbs, nexp, gemv_us * nexp, gemv_us * nexp / us);

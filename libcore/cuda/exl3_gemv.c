@@ -70,7 +70,7 @@ void tf_cu_exl3_cluster(int on)
 	opt_cluster = on;
 }
 
-static _Thread_local unsigned last_cluster; /* of this thread's last tf_cu_exl3_gemv */
+static _Thread_local unsigned last_cluster; /* of this thread's last GEMV or experts launch */
 
 unsigned tf_cu_exl3_last_cluster(void)
 {
@@ -364,6 +364,7 @@ struct experts_args {
 };
 
 static tf_cu_func experts_funcs[3][4]; /* slots 2, 3: v10, MUL1 at rows ≤ 1, ≤ 4 */
+static bool experts_nonportable[3][4];  /* the kernel may take clusters of 16 */
 static unsigned experts_generation;
 
 void tf_cu_exl3_experts_table(const struct tf_exl3_geom *g, const uint64_t *offsets, uint32_t count,
@@ -457,8 +458,12 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 		else
 			snprintf(name, sizeof(name), "tf_exl3_experts_cb%d_r%u", (int)E->cb, rows_max);
 		st = tf_cu_kernel(name, c);
+		if (!st)
+			experts_nonportable[E->cb][slot] =
+				tf_cu->FuncSetAttribute(*c, TF_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) == 0;
 	}
 	f = *c;
+	const unsigned cmax = experts_nonportable[E->cb][slot] ? TF_CU_EXL3_CLUSTER_MAX : TF_CU_EXL3_CLUSTER_PORTABLE;
 	pthread_mutex_unlock(&mu);
 	if (st)
 		return st;
@@ -471,8 +476,14 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	/* Not a dependent launch unless $TF_CUDA_PDL=1: an experts block
 	 * must wait before it reads its task, so nothing overlaps but the
 	 * launch, and the waiting blocks hold their SM slots (6 experts
-	 * 2304x5120 at 4 bits: 26.9 µs as a dependent launch, 21.2 not). */
-	st = launch(f, nb, slices, ntasks, 256, 0, 0, s, params, false);
+	 * 2304x5120 at 4 bits: 26.9 µs as a dependent launch, 21.2 not).
+	 * A task's slices meet in a cluster as in tf_cu_exl3_gemv. */
+	const unsigned cy = slices > 1 && slices <= cmax && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER") &&
+	                            cluster_fits(f, nb, slices, ntasks, 0)
+	                        ? slices
+	                        : 0;
+	last_cluster = cy;
+	st = launch(f, nb, slices, ntasks, 256, 0, cy, s, params, false);
 	if (st)
 		return tf_err_wrap(st, "exl3 experts %ux%u %s: %u tasks (grid %ux%ux%u): ", E->k, E->n,
 		                   tf_exl3_cb_name(E->cb), ntasks, nb, slices, ntasks);

@@ -76,7 +76,8 @@ void tf_cu_exl3_v10(int on);
  * default: on unless it is "0"). For tests and benchmarks. */
 void tf_cu_exl3_cluster(int on);
 /* The cluster size (blocks along K) of this thread's last
- * tf_cu_exl3_gemv launch, 0 when it was not a cluster launch. */
+ * tf_cu_exl3_gemv or tf_cu_exl3_experts launch, 0 when it was not a
+ * cluster launch. */
 unsigned tf_cu_exl3_last_cluster(void);
 
 /* A grid smaller than the SMs can hold is placed unevenly: the block
@@ -152,7 +153,9 @@ uint32_t tf_cu_exl3_route(const int32_t *sel, uint32_t rows, uint32_t topk, uint
  * every task (e the task's expert). tasks, xrow: device copies; rows_max
  * as given to tf_cu_exl3_route; x bf16 [*][K]; y [pairs][N] f32 or bf16.
  * Split-K uses ws when it is large enough (ntasks·rows_max·N floats),
- * else each block takes all of K. */
+ * else each block takes all of K; a task's 2..16 slices meet in a
+ * thread-block cluster instead where all clusters fit at once (as in
+ * tf_cu_exl3_gemv; $TF_CUDA_EXL3_CLUSTER=0: never). */
 tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks, uint32_t ntasks,
                              uint32_t rows_max, tf_cu_ptr xrow, tf_cu_ptr x, tf_cu_ptr y,
                              bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms,

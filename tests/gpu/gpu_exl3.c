@@ -24,7 +24,8 @@
 
 static struct tf_pool *pool;
 static double worst_rel, worst_max, worst_gemm, worst_experts;
-static int launches, clustered; /* GEMV launches, and those as clusters */
+static int launches, clustered;   /* GEMV launches, and those as clusters */
+static int elaunches, eclustered; /* the same for the experts launch */
 
 static void ws_zero(const struct tf_cu_exl3_ws *ws);
 
@@ -314,6 +315,8 @@ static void experts_one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws
 	const int sms = bps < 0 ? 1 : dev->sms;
 	bps = bps < 0 ? 1 : bps;
 	GPU_OK(tf_cu_exl3_experts(&E, dtasks, ntasks, rows_max, dxrow, dx, dy, y_bf16, ws, sms, bps, NULL));
+	elaunches++;
+	eclustered += tf_cu_exl3_last_cluster() > 0;
 	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
 	fetch(dy, (size_t)npairs * n, y_bf16, y);
 	double rel, mx;
@@ -503,16 +506,26 @@ int main(void)
 	if (!bst)
 		tf_cu_blas_free(blas);
 
-	/* Ragged experts in one launch. */
+	/* Ragged experts in one launch: a task's slices meeting in a cluster
+	 * (the default; the first pass must have had some) and in the
+	 * workspace. */
 	static const uint32_t ebits[8] = {2, 3, 4, 2, 5, 8, 1, 6};
 	int ecases = 0;
-	for (int cb = 0; cb < 3; cb++) {
-		experts_one(&dev, &ws, 1024, 384, ebits, 8, cb, 1, 6, 1, false, 0, seed++);
-		experts_one(&dev, &ws, 512, 256, ebits, 8, cb, 5, 3, 4, cb == 1, 0, seed++);
-		experts_one(&dev, &ws, 512, 384, ebits, 8, cb, 40, 2, 4, false, 0, seed++);
-		experts_one(&dev, &ws, 1024, 384, ebits, 6, cb, 3, 4, 1, false, -1, seed++);
-		ecases += 4;
+	for (int cl = 1; cl >= 0; cl--) {
+		tf_cu_exl3_cluster(cl);
+		for (int cb = 0; cb < 3; cb++) {
+			experts_one(&dev, &ws, 1024, 384, ebits, 8, cb, 1, 6, 1, false, 0, seed++);
+			experts_one(&dev, &ws, 512, 256, ebits, 8, cb, 5, 3, 4, cb == 1, 0, seed++);
+			experts_one(&dev, &ws, 512, 384, ebits, 8, cb, 40, 2, 4, false, 0, seed++);
+			experts_one(&dev, &ws, 1024, 384, ebits, 6, cb, 3, 4, 1, false, -1, seed++);
+			ecases += 4;
+		}
+		if (cl) {
+			printf("exl3 experts: %d of %d launches as clusters\n", eclustered, elaunches);
+			GPU_CHECK(eclustered > 0, "no experts launch was a cluster launch");
+		}
 	}
+	tf_cu_exl3_cluster(-1);
 	/* MUL1 on the fp16 bodies too (v10 is the default): one and four
 	 * routed rows. */
 	tf_cu_exl3_v10(0);
