@@ -70,6 +70,14 @@ void tf_cu_exl3_cluster(int on)
 	opt_cluster = on;
 }
 
+unsigned tf_cu_exl3_cluster_size(unsigned blocks, unsigned slices, int sms, unsigned cmax)
+{
+	unsigned nsm = sms > 0 ? (unsigned)sms : 132;
+	if (slices < 2 || slices > cmax || (blocks + nsm - 1) / nsm < 3)
+		return 0;
+	return slices;
+}
+
 static _Thread_local unsigned last_cluster; /* of this thread's last GEMV or experts launch */
 
 unsigned tf_cu_exl3_last_cluster(void)
@@ -328,21 +336,17 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	unsigned shmem = spread ? tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
 	                                            static_smem10[b][slot - SLOT_V10])
 	                        : 0;
-	/* The slices of a column block as one cluster, where the plan has at
-	 * most 16 of them (8 where the kernel may not take more) and all the
-	 * clusters fit at once (spread as planned, else packed as the
-	 * scheduler likes). The plan itself stays: capping it to fit clusters
-	 * (fewer, longer slices) measured 1.2–1.4x slower on the H200 on
-	 * 5120x2304 and 4096x1024 (probably because a cluster of 14 or 16
-	 * blocks starts only when that many slots are free in one GPC, which
-	 * loses the overlap of a dependent launch; kernels/NOTES.md). */
+	/* The slices of a column block as one cluster (tf_cu_exl3_cluster_size),
+	 * where all the clusters fit at once (spread as planned, else packed
+	 * as the scheduler likes). */
 	unsigned cy = 0;
 	const unsigned cmax = nonportable[b][L->g.cb][slot] ? TF_CU_EXL3_CLUSTER_MAX : TF_CU_EXL3_CLUSTER_PORTABLE;
-	if (p.slices > 1 && p.slices <= cmax && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER")) {
+	const unsigned want = tf_cu_exl3_cluster_size(p.grid_x * p.slices, p.slices, sms, cmax);
+	if (want && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER")) {
 		if (cluster_fits(f, p.grid_x, p.slices, 1, shmem))
-			cy = p.slices;
+			cy = want;
 		else if (shmem && cluster_fits(f, p.grid_x, p.slices, 1, 0)) {
-			cy = p.slices;
+			cy = want;
 			shmem = 0;
 		}
 	}
@@ -478,9 +482,10 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	 * launch, and the waiting blocks hold their SM slots (6 experts
 	 * 2304x5120 at 4 bits: 26.9 µs as a dependent launch, 21.2 not).
 	 * A task's slices meet in a cluster as in tf_cu_exl3_gemv. */
-	const unsigned cy = slices > 1 && slices <= cmax && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER") &&
+	const unsigned want_cy = tf_cu_exl3_cluster_size(nb * slices * ntasks, slices, sms, cmax);
+	const unsigned cy = want_cy && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER") &&
 	                            cluster_fits(f, nb, slices, ntasks, 0)
-	                        ? slices
+	                        ? want_cy
 	                        : 0;
 	last_cluster = cy;
 	st = launch(f, nb, slices, ntasks, 256, 0, cy, s, params, false);

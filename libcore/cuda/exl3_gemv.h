@@ -57,6 +57,13 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
  * non-portable cluster size allowed). */
 #define TF_CU_EXL3_CLUSTER_MAX 16
 #define TF_CU_EXL3_CLUSTER_PORTABLE 8
+/* The cluster size a launch of blocks blocks, each column block's K in
+ * slices slices, wants on sms processors: slices when there are 2..cmax
+ * of them and at least three blocks an SM, else 0 (the workspace). On
+ * the H200 clusters gained where the grid held three or four blocks an
+ * SM (1.09–1.13x) and lost at one or two (0.5–0.8x; kernels/NOTES.md),
+ * and plans were not changed to make clusters fit (capping lost too). */
+unsigned tf_cu_exl3_cluster_size(unsigned blocks, unsigned slices, int sms, unsigned cmax);
 
 /* Set tf_cu_exl3_gemv's dependent-launch switch: 0 no launch is one, 1
  * every launch, 2 the v10 launches only (the default), −1 from
@@ -98,11 +105,11 @@ unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem);
  * Other one-row layers take the lean body (v7: fp16 sums
  * over a whole chunk, one fence before the split-K counter; 4–6% faster
  * on the H200) unless $TF_CUDA_EXL3_GEMV7=0.
- * A layer planned as 2..16 slices of K is launched with each column
- * block's slices as one thread-block cluster, where the driver can place
- * every cluster at once: the slices meet in shared memory (no workspace
- * round trips; the sum is in a fixed order), unless
- * $TF_CUDA_EXL3_CLUSTER=0.
+ * A layer planned as 2..16 slices of K with three or more blocks an SM
+ * (tf_cu_exl3_cluster_size) is launched with each column block's slices
+ * as one thread-block cluster, where the driver can place every cluster at
+ * once: the slices meet in shared memory (no workspace round trips; the
+ * sum is in a fixed order), unless $TF_CUDA_EXL3_CLUSTER=0.
  * $TF_CUDA_PDL=1 makes every launch a programmatic dependent launch where
  * the driver has cuLaunchKernelEx (the kernels read x and the workspace
  * and write y only after the launches before them are done); unset, only

@@ -421,38 +421,56 @@ int main(void)
 				cases += 3;
 			}
 		}
-	/* Launched as clusters (the default) where the slices fit in one:
-	 * most split launches above must have been. */
-	printf("exl3 gemv: %d of %d launches as clusters\n", clustered, launches);
-	GPU_CHECK(clustered > 0 && clustered * 4 >= launches, "%d of %d GEMV launches were cluster launches",
-	          clustered, launches);
-	/* One row with every launch a programmatic dependent launch
-	 * ($TF_CUDA_PDL=1; by default only v10 launches are): v7 and v10
-	 * wait for the launch before them before reading x or the workspace.
-	 * Every width and codebook, one slice and many, with the slices
-	 * meeting in a cluster and in the workspace. */
-	tf_cu_exl3_options(1);
+	/* Slices meeting in a cluster: 1024x5120 plans 40 column blocks × 8
+	 * slices, 320 blocks on 132 SMs, which takes clusters of 8 (the
+	 * default); then the same through the workspace. Every width and
+	 * codebook, rows 1, 2 and 4 (v10 for MUL1), f32 and bf16. */
 	for (int cl = 1; cl >= 0; cl--) {
 		tf_cu_exl3_cluster(cl);
+		const int l0 = launches, c0 = clustered;
 		for (uint32_t bits = 1; bits <= 8; bits++)
 			for (int cb = 0; cb < 3; cb++) {
 				if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
 					continue;
-				one(&dev, &ws, 2304, 384, bits, cb, 1, (bits + (uint32_t)cb) % 2 == 1, 0, seed++);
-				one(&dev, &ws, 8192, 256, bits, cb, 1, false, 0, seed++);
-				cases += 2;
+				for (uint32_t rows = 1; rows <= 4; rows *= 2) {
+					one(&dev, &ws, 1024, 5120, bits, cb, rows, (bits + rows) % 2 == 1, 0, seed++);
+					cases++;
+					if (cl && !tf_cu_exl3_last_cluster())
+						printf("exl3 gemv: 1024x5120 b%u %s rows %u not as clusters\n", bits,
+						       tf_exl3_cb_name(cb), rows);
+				}
 			}
+		printf("exl3 gemv, %s: %d of %d launches as clusters\n", cl ? "clusters on" : "clusters off",
+		       clustered - c0, launches - l0);
+		if (cl && dev.sms >= 44)
+			GPU_CHECK(clustered - c0 == launches - l0, "%d of %d launches were cluster launches",
+			          clustered - c0, launches - l0);
+		else if (!cl)
+			GPU_CHECK(clustered == c0, "a launch was a cluster launch with clusters off");
 	}
+	tf_cu_exl3_cluster(-1);
+	/* One row with every launch a programmatic dependent launch
+	 * ($TF_CUDA_PDL=1; by default only v10 launches are): v7 and v10
+	 * wait for the launch before them before reading x or the workspace.
+	 * Every width and codebook, one slice and many, and the cluster
+	 * shape above. */
+	tf_cu_exl3_options(1);
+	for (uint32_t bits = 1; bits <= 8; bits++)
+		for (int cb = 0; cb < 3; cb++) {
+			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
+				continue;
+			one(&dev, &ws, 2304, 384, bits, cb, 1, (bits + (uint32_t)cb) % 2 == 1, 0, seed++);
+			one(&dev, &ws, 8192, 256, bits, cb, 1, false, 0, seed++);
+			one(&dev, &ws, 1024, 5120, bits, cb, 1, false, 0, seed++);
+			cases += 3;
+		}
 	tf_cu_exl3_options(-1);
-	/* MUL1 at 1..4 rows on v10 (int8 tensor cores, the default; slices
-	 * meeting in a cluster and in the workspace) and on the fp16 bodies
-	 * (v7 for one row, the MMA body for more): every width, one slice of
-	 * 20 chunks (three groups of u at 1 and 2 rows, five at 3 and 4) and
-	 * many slices of one chunk, f32 and bf16 output. */
-	static const int conf[][2] = {{1, 1}, {1, 0}, {0, 1}}; /* v10, cluster */
-	for (int c = 0; c < 3; c++) {
-		tf_cu_exl3_v10(conf[c][0]);
-		tf_cu_exl3_cluster(conf[c][1]);
+	/* MUL1 at 1..4 rows on v10 (int8 tensor cores, the default) and on the
+	 * fp16 bodies (v7 for one row, the MMA body for more): every width, one
+	 * slice of 20 chunks (three groups of u at 1 and 2 rows, five at 3 and
+	 * 4) and many slices of one chunk, f32 and bf16 output. */
+	for (int v10 = 1; v10 >= 0; v10--) {
+		tf_cu_exl3_v10(v10);
 		double before = worst_rel;
 		worst_rel = 0;
 		for (uint32_t bits = 1; bits <= 8; bits++) {
@@ -464,13 +482,11 @@ int main(void)
 				cases += 2;
 			}
 		}
-		printf("exl3 gemv MUL1 1-4 rows %s, %s: worst rel %.2e (f32 output)\n", conf[c][0] ? "v10" : "fp16",
-		       conf[c][1] ? "clusters" : "workspace", worst_rel);
+		printf("exl3 gemv MUL1 1-4 rows %s: worst rel %.2e (f32 output)\n", v10 ? "v10" : "fp16", worst_rel);
 		if (before > worst_rel)
 			worst_rel = before;
 	}
 	tf_cu_exl3_v10(-1);
-	tf_cu_exl3_cluster(-1);
 	/* Release shapes of DeepSeek-V4.1 at the common widths. */
 	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {4096, 1024}, {1280, 8192}};
 	for (size_t s = 0; s < (quick ? 0u : 4u); s++)
@@ -520,6 +536,11 @@ int main(void)
 			experts_one(&dev, &ws, 1024, 384, ebits, 6, cb, 3, 4, 1, false, -1, seed++);
 			ecases += 4;
 		}
+		/* 6 tasks of 4096x1280: 10 column blocks × 6 slices × 6 = 360
+		 * blocks, clusters of 6 */
+		experts_one(&dev, &ws, 4096, 1280, ebits, 6, TF_EXL3_CB_MUL1, 1, 6, 1, false, 0, seed++);
+		experts_one(&dev, &ws, 4096, 1280, ebits, 6, TF_EXL3_CB_3INST, 1, 6, 1, true, 0, seed++);
+		ecases += 2;
 		if (cl) {
 			printf("exl3 experts: %d of %d launches as clusters\n", eclustered, elaunches);
 			GPU_CHECK(eclustered > 0, "no experts launch was a cluster launch");

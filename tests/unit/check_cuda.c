@@ -392,6 +392,21 @@ START_TEST(exl3_plan)
 }
 END_TEST
 
+/* Clusters: 2..cmax slices and three blocks an SM or more. */
+START_TEST(exl3_cluster_size)
+{
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(360, 9, 132, 16), 9);   /* 2304x5120 */
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(264, 6, 132, 16), 0);   /* two an SM */
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(265, 5, 132, 16), 5);   /* past two */
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(128, 16, 132, 16), 0);  /* one an SM */
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(1010, 1, 132, 16), 0);  /* one slice */
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(520, 13, 132, 8), 0);   /* past cmax */
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(520, 13, 132, 16), 13);
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(40, 2, 4, 16), 2);      /* a small GPU */
+	ck_assert_uint_eq(tf_cu_exl3_cluster_size(400, 4, 0, 16), 4);     /* sms 0: 132 */
+}
+END_TEST
+
 /* The spread: ceil(blocks / SMs) blocks of 19 KiB of static shared memory
  * fit an SM of 228 KiB with the dynamic shared memory asked for, one more
  * does not; nothing when the grid fills the SMs anyway. */
@@ -524,6 +539,7 @@ Suite *suite_cuda(void)
 	tcase_add_test(tc, plain_backend_on_fake);
 	tcase_add_test(tc, module_build);
 	tcase_add_test(tc, exl3_plan);
+	tcase_add_test(tc, exl3_cluster_size);
 	tcase_add_test(tc, exl3_spread);
 	tcase_add_test(tc, exl3_gemv_args);
 	tcase_add_test(tc, exl3_route);
