@@ -24,6 +24,13 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 #define SLOT_V10 6
 static tf_cu_func funcs[9][3][9];
 static unsigned funcs_generation; /* of the module the handles came from */
+/* cluster_fits's answers by kernel, cluster size and shared memory
+ * (emptied with the handles when the module is loaded again). */
+static struct {
+	tf_cu_func f;
+	unsigned cy, shmem;
+	int n;
+} memo[64];
 
 /* The most dynamic shared memory tf_cu_exl3_spread asks for: with the
  * kernel's static part and the 1 KiB reserved a block, one block an SM. A
@@ -31,7 +38,7 @@ static unsigned funcs_generation; /* of the module the handles came from */
 #define SPREAD_SHMEM_MAX (188 * 1024)
 
 /* Switches: -1 until read from the environment or set by
- * tf_cu_exl3_options or tf_cu_exl3_v10. */
+ * tf_cu_exl3_options, tf_cu_exl3_v10 or tf_cu_exl3_cluster. */
 static int opt_pdl = -1, opt_v7 = -1, opt_v10 = -1, opt_spread = -1, opt_cluster = -1;
 static bool nonportable[9][3][9]; /* the kernel may take clusters of 16 */
 static int static_smem10[9][3]; /* the v10 kernels' static shared memory */
@@ -172,6 +179,7 @@ static tf_status lock_handles(void)
 	pthread_mutex_lock(&mu);
 	if (funcs_generation != tf_cu_module_generation()) {
 		memset(funcs, 0, sizeof(funcs));
+		memset(memo, 0, sizeof(memo));
 		funcs_generation = tf_cu_module_generation();
 	}
 	return TF_OK;
@@ -262,11 +270,6 @@ static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, uns
  * kernel, cluster size and shared memory. */
 static bool cluster_fits(tf_cu_func f, unsigned gx, unsigned cy, unsigned gz, unsigned shmem)
 {
-	static struct {
-		tf_cu_func f;
-		unsigned cy, shmem;
-		int n;
-	} memo[64];
 	if (!tf_cu->OccupancyMaxActiveClusters || !tf_cu->LaunchKernelEx)
 		return false;
 	unsigned h = (unsigned)(((uintptr_t)f >> 4) * 31u + cy * 7u + shmem / 1024u) % 64u;
@@ -452,6 +455,7 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	pthread_mutex_lock(&mu);
 	if (experts_generation != tf_cu_module_generation()) {
 		memset(experts_funcs, 0, sizeof(experts_funcs));
+		memset(memo, 0, sizeof(memo));
 		experts_generation = tf_cu_module_generation();
 	}
 	tf_cu_func *c = &experts_funcs[E->cb][slot];
