@@ -221,13 +221,52 @@ static void select_rows(struct ref *r, uint32_t L, int t, const double *s, int n
 	(void)L;
 }
 
+/* One head of attention with a sink (§8): softmax over q·k/√hd of the nk
+ * keys and the head's sink logit, the weighted sum of the keys (K = V),
+ * the inverse rope at position pos, rounded to bf16, into oh. */
+static void attend_ref(const double *qh, const double *const *keys, int nk, int64_t hd, double sink, int64_t pos,
+                       const struct tf_rope_freqs *rf, double *oh)
+{
+	double z[256], m = sink, sum = 0;
+	ck_assert_int_le(nk, 256);
+	for (int k = 0; k < nk; k++) {
+		double d = 0;
+		for (int64_t i = 0; i < hd; i++)
+			d += qh[i] * keys[k][i];
+		z[k] = d / sqrt((double)hd);
+		m = fmax(m, z[k]);
+	}
+	for (int k = 0; k < nk; k++)
+		sum += exp(z[k] - m);
+	sum += exp(sink - m);
+	for (int64_t i = 0; i < hd; i++) {
+		double a = 0;
+		for (int k = 0; k < nk; k++)
+			a += exp(z[k] - m) / sum * keys[k][i];
+		oh[i] = a;
+	}
+	rope(oh, hd, pos, rf, 1);
+	for (int64_t i = 0; i < hd; i++)
+		oh[i] = bfr(oh[i]);
+}
+
+/* The grouped output projection (§9) of one row's heads o [H][hd]. */
+static void out_ref(const struct tf_config *c, const struct tf_fwd_layer *l, const double *o, double *out)
+{
+	const int64_t H = c->heads, hd = c->head_dim, G = c->o_groups, ol = c->o_lora, hg = H / G;
+	double z[16 * 512];
+	for (int64_t gi = 0; gi < G; gi++)
+		mv(&l->wo_a[gi].w, o + gi * hg * hd, hg * hd, ol, z + gi * ol, 1);
+	mv(&l->wo_b.w, z, G * ol, c->hidden, out, 1);
+}
+
 static void attention_ref(struct ref *r, uint32_t L, const double *x /* [T][D] */, double *br)
 {
 	const struct tf_config *c = r->c;
 	const struct tf_fwd_layer *l = &r->w->layers[L];
 	int T = r->T;
 	int64_t D = c->hidden, hd = c->head_dim, H = c->heads, ql = c->q_lora, Hi = c->index_heads;
-	int64_t Di = c->index_dim, G = c->o_groups, ol = c->o_lora, hg = H / G;
+	int64_t Di = c->index_dim;
 	const struct tf_rope_freqs *rf = tf_config_ratio(c, L) ? &r->yarn : &r->plain;
 	enum tf_layer_mode mode = tf_config_mode(c, L);
 	double *qn = malloc(sizeof(double) * T * ql), *q = malloc(sizeof(double) * T * H * hd);
@@ -359,35 +398,9 @@ static void attention_ref(struct ref *r, uint32_t L, const double *x /* [T][D] *
 		}
 		for (int p = t - (int)c->window + 1 < 0 ? 0 : t - (int)c->window + 1; p <= t; p++)
 			keys[nk++] = r->win[L] + p * hd;
-		for (int64_t h = 0; h < H; h++) {
-			const double *qh = q + (t * H + h) * hd;
-			double z[TT * 2], sink = val(&l->sink, h), m = sink, sum = 0;
-			for (int k = 0; k < nk; k++) {
-				double d = 0;
-				for (int64_t i = 0; i < hd; i++)
-					d += qh[i] * keys[k][i];
-				z[k] = d / sqrt((double)hd);
-				m = fmax(m, z[k]);
-			}
-			for (int k = 0; k < nk; k++)
-				sum += exp(z[k] - m);
-			sum += exp(sink - m);
-			double *oh = o + (t * H + h) * hd;
-			for (int64_t i = 0; i < hd; i++) {
-				double a = 0;
-				for (int k = 0; k < nk; k++)
-					a += exp(z[k] - m) / sum * keys[k][i];
-				oh[i] = a;
-			}
-			rope(oh, hd, t, rf, 1);
-			for (int64_t i = 0; i < hd; i++)
-				oh[i] = bfr(oh[i]);
-		}
-		/* §9 */
-		double z[16 * 512];
-		for (int64_t gi = 0; gi < G; gi++)
-			mv(&l->wo_a[gi].w, o + (t * H + gi * hg) * hd, hg * hd, ol, z + gi * ol, 1);
-		mv(&l->wo_b.w, z, G * ol, D, br + t * D, 1);
+		for (int64_t h = 0; h < H; h++)
+			attend_ref(q + (t * H + h) * hd, keys, nk, hd, val(&l->sink, h), t, rf, o + (t * H + h) * hd);
+		out_ref(c, l, o + t * H * hd, br + t * D);
 	}
 	free(qn);
 	free(q);
@@ -565,7 +578,7 @@ static void draft_ref(struct ref *r, const struct tf_fwd_weights *w,
 	const struct tf_config *c = r->c;
 	int T = r->T, S = (int)c->hc_mult, B = (int)c->dspark_block, W = (int)c->window;
 	int64_t D = c->hidden, hd = c->head_dim, H = c->heads, ql = c->q_lora, V = c->vocab;
-	int64_t G = c->o_groups, ol = c->o_lora, hg = H / G, nt = c->n_dspark_targets;
+	int64_t nt = c->n_dspark_targets;
 	double *ctx = malloc(sizeof(double) * c->mtp_layers * T * hd);
 	double mx[1024], tmp[4096], cl[1024];
 	for (int t = 0; t < T; t++) {
@@ -621,34 +634,9 @@ static void draft_ref(struct ref *r, const struct tf_fwd_weights *w,
 				keys[nk++] = ctx + (i * T + p) * hd;
 			for (int j2 = 0; j2 < B; j2++) /* non-causal */
 				keys[nk++] = kv + j2 * hd;
-			for (int64_t h = 0; h < H; h++) {
-				const double *qh = q + (j * H + h) * hd;
-				double z[256], sink = val(&l->sink, h), m = sink, sum = 0;
-				for (int k = 0; k < nk; k++) {
-					double d = 0;
-					for (int64_t e = 0; e < hd; e++)
-						d += qh[e] * keys[k][e];
-					z[k] = d / sqrt((double)hd);
-					m = fmax(m, z[k]);
-				}
-				for (int k = 0; k < nk; k++)
-					sum += exp(z[k] - m);
-				sum += exp(sink - m);
-				double *oh = o + h * hd;
-				for (int64_t e = 0; e < hd; e++) {
-					double a = 0;
-					for (int k = 0; k < nk; k++)
-						a += exp(z[k] - m) / sum * keys[k][e];
-					oh[e] = a;
-				}
-				rope(oh, hd, T + j, &r->plain, 1);
-				for (int64_t e = 0; e < hd; e++)
-					oh[e] = bfr(oh[e]);
-			}
-			double z[16 * 512];
-			for (int64_t gi = 0; gi < G; gi++)
-				mv(&l->wo_a[gi].w, o + gi * hg * hd, hg * hd, ol, z + gi * ol, 1);
-			mv(&l->wo_b.w, z, G * ol, D, br + j * D, 1);
+			for (int64_t h = 0; h < H; h++)
+				attend_ref(q + (j * H + h) * hd, keys, nk, hd, val(&l->sink, h), T + j, &r->plain, o + h * hd);
+			out_ref(c, l, o, br + j * D);
 		}
 		for (int j = 0; j < B; j++) {
 			post_(S, D, X + j * S * D, br + j * D, poA[j], CA[j]);
