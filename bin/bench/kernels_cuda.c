@@ -462,8 +462,7 @@ int bench_kernels_cuda(void)
 						cluster = tf_cu_exl3_last_cluster();
 						struct tf_cu_exl3_plan p;
 						tf_cu_exl3_plan(&g, gc.rows, dev.sms, (int)bench.blocks_per_sm, &p);
-						struct empty_case ec = {.gx = p.grid_x, .gy = cluster ? cluster : p.slices,
-						                        .launches = gc.launches};
+						struct empty_case ec = {.gx = p.grid_x, .gy = p.slices, .launches = gc.launches};
 						die_st(tf_cu_kernel("tf_empty", &ec.f), "empty kernel");
 						die_st(time_body(&t, t.gc, empty_body, &ec, ec.launches, &floor_us), "floor timing");
 					}
