@@ -10,123 +10,6 @@
 #include "base/alloc.h"
 #include "compute/cpu_impl.h"
 
-size_t tf_dt_size(enum tf_dt dt)
-{
-	switch (dt) {
-	case TF_DT_F32:
-	case TF_DT_I32:
-		return 4;
-	case TF_DT_BF16:
-	case TF_DT_F16:
-		return 2;
-	case TF_DT_U8:
-		return 1;
-	}
-	return 0;
-}
-
-const char *tf_dt_name(enum tf_dt dt)
-{
-	static const char *const names[] = {"f32", "bf16", "f16", "i32", "u8"};
-	return (unsigned)dt < sizeof names / sizeof *names ? names[dt] : "?";
-}
-
-int64_t tf_tensor_numel(const struct tf_tensor *t)
-{
-	int64_t n = 1;
-	for (int i = 0; i < t->ndim; i++)
-		n *= t->shape[i];
-	return n;
-}
-
-size_t tf_tensor_bytes(const struct tf_tensor *t)
-{
-	return (size_t)tf_tensor_numel(t) * tf_dt_size(t->dt);
-}
-
-int64_t tf_tensor_cols(const struct tf_tensor *t)
-{
-	return t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
-}
-
-int64_t tf_tensor_rows(const struct tf_tensor *t)
-{
-	int64_t c = tf_tensor_cols(t);
-	return c ? tf_tensor_numel(t) / c : 0;
-}
-
-static struct tf_tensor tensor_va(void *data, enum tf_dt dt, int ndim, va_list ap)
-{
-	struct tf_tensor t = {.data = data, .dt = dt, .ndim = ndim};
-	for (int i = 0; i < TF_TENSOR_MAXDIM; i++)
-		t.shape[i] = 1;
-	for (int i = 0; i < ndim && i < TF_TENSOR_MAXDIM; i++)
-		t.shape[i] = va_arg(ap, int64_t);
-	return t;
-}
-
-struct tf_tensor tf_tensor_make(void *data, enum tf_dt dt, int ndim, ...)
-{
-	va_list ap;
-	va_start(ap, ndim);
-	struct tf_tensor t = tensor_va(data, dt, ndim, ap);
-	va_end(ap);
-	return t;
-}
-
-tf_status tf_be_tensor(struct tf_be *be, struct tf_tensor *t, enum tf_dt dt, int ndim, ...)
-{
-	if (ndim < 1 || ndim > TF_TENSOR_MAXDIM)
-		return tf_err(TF_ERR_ARG, "tensor: %d dimensions (1..4)", ndim);
-	va_list ap;
-	va_start(ap, ndim);
-	*t = tensor_va(NULL, dt, ndim, ap);
-	va_end(ap);
-	return be->ops->alloc(be, t);
-}
-
-void tf_be_free(struct tf_be *be)
-{
-	if (be)
-		be->ops->free(be);
-}
-
-void tf_rope_freqs_plain(struct tf_rope_freqs *rf, int dim, double theta)
-{
-	rf->dim = dim;
-	for (int i = 0; i < dim / 2; i++)
-		rf->f[i] = pow(theta, -2.0 * i / dim);
-}
-
-void tf_rope_freqs_yarn(struct tf_rope_freqs *rf, int dim, double theta, double factor,
-			double orig_max, double beta_fast, double beta_slow)
-{
-	double c_fast = dim * log(orig_max / (2 * M_PI * beta_fast)) / (2 * log(theta));
-	double c_slow = dim * log(orig_max / (2 * M_PI * beta_slow)) / (2 * log(theta));
-	double lo = fmax(floor(c_fast), 0), hi = fmin(ceil(c_slow), dim - 1);
-	if (hi <= lo)
-		hi = lo + 1; /* a zero-width ramp would divide by zero */
-	rf->dim = dim;
-	for (int i = 0; i < dim / 2; i++) {
-		double b = pow(theta, -2.0 * i / dim);
-		double ramp = fmin(fmax((i - lo) / (hi - lo), 0), 1);
-		rf->f[i] = b * (1 - ramp) + b / factor * ramp;
-	}
-}
-
-tf_status cpu_check(const char *op, const char *what, const struct tf_tensor *t, unsigned dts,
-		    int64_t n)
-{
-	if (!t || !t->data)
-		return tf_err(TF_ERR_ARG, "%s: %s: no tensor", op, what);
-	if (!(dts & (1u << t->dt)))
-		return tf_err(TF_ERR_ARG, "%s: %s: dtype %s not taken", op, what, tf_dt_name(t->dt));
-	if (n >= 0 && tf_tensor_numel(t) != n)
-		return tf_err(TF_ERR_ARG, "%s: %s: %lld elements, want %lld", op, what,
-			      (long long)tf_tensor_numel(t), (long long)n);
-	return TF_OK;
-}
-
 float cpu_rms_scale(const float *x, int64_t n, float eps)
 {
 	float ms = cpu_sumsq(x, n) / (float)n;
@@ -173,8 +56,8 @@ static tf_status cpu_convert(struct tf_be *be, const struct tf_tensor *x, struct
 {
 	tf_status st;
 	int64_t n = tf_tensor_numel(x);
-	if ((st = cpu_check("convert", "x", x, DT_FLOAT, -1)) ||
-	    (st = cpu_check("convert", "y", y, DT_FLOAT, n)))
+	if ((st = tf_op_check("convert", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("convert", "y", y, TF_DTS_FLOAT, n)))
 		return st;
 	float buf[256];
 	for (int64_t i = 0; i < n; i += 256) {
@@ -221,9 +104,9 @@ static tf_status cpu_linear(struct tf_be *be, const struct tf_tensor *x, const s
 	tf_status st;
 	int64_t K = tf_tensor_cols(x), R = tf_tensor_rows(x);
 	int64_t N = tf_tensor_rows(w);
-	if ((st = cpu_check("linear", "x", x, DT_FLOAT, -1)) ||
-	    (st = cpu_check("linear", "w", w, DT_FLOAT, -1)) ||
-	    (st = cpu_check("linear", "y", y, DT_F32 | DT_BF16, R * N)))
+	if ((st = tf_op_check("linear", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("linear", "w", w, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("linear", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)))
 		return st;
 	if (tf_tensor_cols(w) != K)
 		return tf_err(TF_ERR_ARG, "linear: x has %lld columns, w %lld", (long long)K,
@@ -252,9 +135,9 @@ static tf_status cpu_embed(struct tf_be *be, const struct tf_tensor *table, int6
 {
 	tf_status st;
 	int64_t R = tf_tensor_numel(ids), D = tf_tensor_cols(table), V = tf_tensor_rows(table);
-	if ((st = cpu_check("embed", "table", table, DT_BF16, -1)) ||
-	    (st = cpu_check("embed", "ids", ids, DT_I32, -1)) ||
-	    (st = cpu_check("embed", "out", out, DT_BF16, -1)))
+	if ((st = tf_op_check("embed", "table", table, TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("embed", "ids", ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("embed", "out", out, TF_DTS_BF16, -1)))
 		return st;
 	int64_t C = tf_tensor_numel(out) / (R ? R : 1) / D;
 	if (tf_tensor_cols(out) != D || R * C * D != tf_tensor_numel(out))
@@ -303,9 +186,9 @@ static tf_status cpu_rmsnorm(struct tf_be *be, const struct tf_tensor *x,
 {
 	tf_status st;
 	int64_t n = tf_tensor_cols(x), R = tf_tensor_rows(x);
-	if ((st = cpu_check("rmsnorm", "x", x, DT_FLOAT, -1)) ||
-	    (st = cpu_check("rmsnorm", "w", w, DT_FLOAT, n)) ||
-	    (st = cpu_check("rmsnorm", "y", y, DT_F32 | DT_BF16, R * n)))
+	if ((st = tf_op_check("rmsnorm", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("rmsnorm", "w", w, TF_DTS_FLOAT, n)) ||
+	    (st = tf_op_check("rmsnorm", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * n)))
 		return st;
 	int workers = tf_pool_size(cpu_pool(be));
 	float *wf = tf_alloc_array((size_t)n, sizeof *wf);
@@ -367,9 +250,9 @@ static tf_status cpu_rope(struct tf_be *be, const struct tf_tensor *x, const str
 {
 	tf_status st;
 	int64_t R = tf_tensor_numel(pos), n = tf_tensor_cols(x);
-	if ((st = cpu_check("rope", "x", x, DT_F32 | DT_BF16, -1)) ||
-	    (st = cpu_check("rope", "pos", pos, DT_I32, -1)) ||
-	    (st = cpu_check("rope", "y", y, DT_F32 | DT_BF16, tf_tensor_numel(x))))
+	if ((st = tf_op_check("rope", "x", x, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("rope", "pos", pos, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("rope", "y", y, TF_DTS_F32 | TF_DTS_BF16, tf_tensor_numel(x))))
 		return st;
 	if (!rf || rf->dim <= 0 || rf->dim % 2 || rf->dim > 128 || rf->dim > n)
 		return tf_err(TF_ERR_ARG, "rope: rotated dims %d do not fit %lld", rf ? rf->dim : 0,

@@ -61,17 +61,17 @@ tf_status cpu_attention(struct tf_be *be, const struct tf_tensor *q, const struc
 	tf_status st;
 	int64_t R = tf_tensor_numel(key_off) - 1, D = tf_tensor_cols(q);
 	int64_t NK = tf_tensor_rows(keys), total = tf_tensor_numel(key_idx);
-	if ((st = cpu_check("attention", "q", q, DT_F32 | DT_BF16, -1)) ||
-	    (st = cpu_check("attention", "keys", keys, DT_F32 | DT_BF16, -1)) ||
-	    (st = cpu_check("attention", "key_off", key_off, DT_I32, -1)) ||
-	    (st = cpu_check("attention", "key_idx", key_idx, DT_I32, -1)) ||
-	    (st = cpu_check("attention", "out", out, DT_F32, tf_tensor_numel(q))))
+	if ((st = tf_op_check("attention", "q", q, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("attention", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("attention", "key_off", key_off, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attention", "key_idx", key_idx, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attention", "out", out, TF_DTS_F32, tf_tensor_numel(q))))
 		return st;
 	if (R < 1 || tf_tensor_numel(q) % (R * D) || tf_tensor_cols(keys) != D)
 		return tf_err(TF_ERR_ARG, "attention: q is not [%lld, H, %lld] or keys not [NK, %lld]",
 			      (long long)R, (long long)D, (long long)D);
 	int64_t H = tf_tensor_numel(q) / (R * D);
-	if ((st = cpu_check("attention", "sink", sink, DT_F32, H)))
+	if ((st = tf_op_check("attention", "sink", sink, TF_DTS_F32, H)))
 		return st;
 	const int32_t *off = cpu_i32(key_off), *idx = cpu_i32(key_idx);
 	int64_t maxk = 1;
@@ -119,15 +119,15 @@ tf_status cpu_compressor(struct tf_be *be, const struct tf_tensor *u, const stru
 {
 	tf_status st;
 	int64_t W = tf_tensor_cols(lat), E = tf_tensor_rows(lat);
-	if ((st = cpu_check("compressor", "u", u, DT_F32, -1)) ||
-	    (st = cpu_check("compressor", "lat", lat, DT_F32 | DT_BF16, -1)) ||
-	    (st = cpu_check("compressor", "w", w, DT_FLOAT, W)))
+	if ((st = tf_op_check("compressor", "u", u, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("compressor", "lat", lat, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("compressor", "w", w, TF_DTS_FLOAT, W)))
 		return st;
 	int64_t r = E > 0 && W > 0 ? tf_tensor_numel(u) / (E * W) : 0;
 	if ((r != 1 && r != 2) || tf_tensor_numel(u) != E * r * W)
 		return tf_err(TF_ERR_ARG, "compressor: u is not [%lld, 1|2, %lld]", (long long)E,
 			      (long long)W);
-	if (r == 2 && (st = cpu_check("compressor", "g", g, DT_F32, E * r * W)))
+	if (r == 2 && (st = tf_op_check("compressor", "g", g, TF_DTS_F32, E * r * W)))
 		return st;
 	float *wf = tf_alloc_array((size_t)W, sizeof *wf);
 	float *v = tf_alloc_array((size_t)W, sizeof *v);
@@ -209,18 +209,18 @@ tf_status cpu_index_score(struct tf_be *be, const struct tf_tensor *iq,
 	tf_status st;
 	int64_t R = tf_tensor_numel(n_vis), Hi = tf_tensor_cols(iw), Di = tf_tensor_cols(keys);
 	int64_t N = tf_tensor_rows(keys);
-	if ((st = cpu_check("index_score", "n_vis", n_vis, DT_I32, -1)) ||
-	    (st = cpu_check("index_score", "iq", iq, DT_F32 | DT_BF16, R * Hi * Di)) ||
-	    (st = cpu_check("index_score", "iw", iw, DT_F32, R * Hi)) ||
-	    (st = cpu_check("index_score", "keys", keys, DT_F32 | DT_BF16, -1)) ||
-	    (st = cpu_check("index_score", "scores", scores, DT_F32, R * N)))
+	if ((st = tf_op_check("index_score", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("index_score", "iq", iq, TF_DTS_F32 | TF_DTS_BF16, R * Hi * Di)) ||
+	    (st = tf_op_check("index_score", "iw", iw, TF_DTS_F32, R * Hi)) ||
+	    (st = tf_op_check("index_score", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("index_score", "scores", scores, TF_DTS_F32, R * N)))
 		return st;
 	int64_t nblk = 0;
 	if (blocks) {
 		if (bs <= 0)
 			return tf_err(TF_ERR_ARG, "index_score: block size %d", bs);
 		nblk = (N + bs - 1) / bs;
-		if ((st = cpu_check("index_score", "blocks", blocks, DT_U8, R * nblk)))
+		if ((st = tf_op_check("index_score", "blocks", blocks, TF_DTS_U8, R * nblk)))
 			return st;
 	}
 	if (N == 0 || R == 0)
@@ -328,10 +328,10 @@ tf_status cpu_index_topk(struct tf_be *be, const struct tf_tensor *scores,
 {
 	tf_status st;
 	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
-	if ((st = cpu_check("index_topk", "n_vis", n_vis, DT_I32, -1)) ||
-	    (st = cpu_check("index_topk", "scores", scores, DT_F32, R * N)) ||
-	    (st = cpu_check("index_topk", "sel", sel, DT_I32, R * (int64_t)k)) ||
-	    (st = cpu_check("index_topk", "n_sel", n_sel, DT_I32, R)))
+	if ((st = tf_op_check("index_topk", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("index_topk", "scores", scores, TF_DTS_F32, R * N)) ||
+	    (st = tf_op_check("index_topk", "sel", sel, TF_DTS_I32, R * (int64_t)k)) ||
+	    (st = tf_op_check("index_topk", "n_sel", n_sel, TF_DTS_I32, R)))
 		return st;
 	if (k <= 0)
 		return tf_err(TF_ERR_ARG, "index_topk: k = %d", k);
@@ -382,9 +382,9 @@ tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
 	if (bs <= 0 || topb <= 0)
 		return tf_err(TF_ERR_ARG, "candidate_blocks: block %d, top %d", bs, topb);
 	int64_t nblk = (N + bs - 1) / bs;
-	if ((st = cpu_check("candidate_blocks", "n_vis", n_vis, DT_I32, -1)) ||
-	    (st = cpu_check("candidate_blocks", "scores", scores, DT_F32, R * N)) ||
-	    (st = cpu_check("candidate_blocks", "blocks", blocks, DT_U8, R * nblk)))
+	if ((st = tf_op_check("candidate_blocks", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("candidate_blocks", "scores", scores, TF_DTS_F32, R * N)) ||
+	    (st = tf_op_check("candidate_blocks", "blocks", blocks, TF_DTS_U8, R * nblk)))
 		return st;
 	int workers = tf_pool_size(cpu_pool(be));
 	int64_t per = nblk ? nblk : 1;

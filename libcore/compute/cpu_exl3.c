@@ -46,8 +46,8 @@ tf_status cpu_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
 {
 	tf_status st;
 	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
-	if ((st = cpu_check("exl3_matmul", "x", x, DT_FLOAT, -1)) ||
-	    (st = cpu_check("exl3_matmul", "y", y, DT_F32 | DT_BF16, R * N)) ||
+	if ((st = tf_op_check("exl3_matmul", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("exl3_matmul", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
 	    (st = check_layer("exl3_matmul", L, K, N)))
 		return st;
 	if (!R)
@@ -71,10 +71,10 @@ tf_status cpu_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer *
 	tf_status st;
 	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
 	int64_t G = tf_tensor_numel(expert_ids);
-	if ((st = cpu_check("exl3_matmul_experts", "x", x, DT_FLOAT, -1)) ||
-	    (st = cpu_check("exl3_matmul_experts", "y", y, DT_F32 | DT_BF16, R * N)) ||
-	    (st = cpu_check("exl3_matmul_experts", "expert_ids", expert_ids, DT_I32, -1)) ||
-	    (st = cpu_check("exl3_matmul_experts", "offsets", offsets, DT_I32, G + 1)))
+	if ((st = tf_op_check("exl3_matmul_experts", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("exl3_matmul_experts", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
+	    (st = tf_op_check("exl3_matmul_experts", "expert_ids", expert_ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("exl3_matmul_experts", "offsets", offsets, TF_DTS_I32, G + 1)))
 		return st;
 	const int32_t *ids = expert_ids->data, *off = offsets->data;
 	if (off[0] != 0 || off[G] != R)

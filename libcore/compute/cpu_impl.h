@@ -20,18 +20,6 @@ static inline struct tf_pool *cpu_pool(struct tf_be *be)
 	return ((struct cpu_be *)be->impl)->pool;
 }
 
-/* dtype bit masks for cpu_check */
-#define DT_F32 (1u << TF_DT_F32)
-#define DT_BF16 (1u << TF_DT_BF16)
-#define DT_F16 (1u << TF_DT_F16)
-#define DT_I32 (1u << TF_DT_I32)
-#define DT_U8 (1u << TF_DT_U8)
-#define DT_FLOAT (DT_F32 | DT_BF16 | DT_F16)
-
-/* TF_ERR_ARG naming op and what unless t is non-NULL with data, its dtype
- * in dts and numel == n (n < 0: any). */
-tf_status cpu_check(const char *op, const char *what, const struct tf_tensor *t, unsigned dts,
-		    int64_t n);
 
 /* n values of t from element offset off, as fp32. */
 static inline void cpu_load(const struct tf_tensor *t, int64_t off, int64_t n, float *dst)

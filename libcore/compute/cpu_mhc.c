@@ -86,13 +86,13 @@ tf_status cpu_hc_mix(struct tf_be *be, const struct tf_tensor *x, const struct t
 	int64_t M = tf_tensor_numel(base);
 	int64_t S = (int64_t)lround((sqrt(1.0 + (double)M) - 1)); /* M = 2S + S^2 */
 	int64_t n = tf_tensor_cols(fn), R = n ? tf_tensor_numel(x) / n : 0;
-	if ((st = cpu_check("hc_mix", "x", x, DT_BF16 | DT_F32, R * n)) ||
-	    (st = cpu_check("hc_mix", "base", base, DT_F32, 2 * S + S * S)) ||
-	    (st = cpu_check("hc_mix", "fn", fn, DT_F32, M * n)) ||
-	    (st = cpu_check("hc_mix", "scale", scale, DT_F32, 3)) ||
-	    (st = cpu_check("hc_mix", "pre", pre, DT_F32, R * S)) ||
-	    (st = cpu_check("hc_mix", "post", post, DT_F32, R * S)) ||
-	    (st = cpu_check("hc_mix", "comb", comb, DT_F32, R * S * S)))
+	if ((st = tf_op_check("hc_mix", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * n)) ||
+	    (st = tf_op_check("hc_mix", "base", base, TF_DTS_F32, 2 * S + S * S)) ||
+	    (st = tf_op_check("hc_mix", "fn", fn, TF_DTS_F32, M * n)) ||
+	    (st = tf_op_check("hc_mix", "scale", scale, TF_DTS_F32, 3)) ||
+	    (st = tf_op_check("hc_mix", "pre", pre, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_mix", "post", post, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_mix", "comb", comb, TF_DTS_F32, R * S * S)))
 		return st;
 	if (S < 1 || n % S || iters < 1)
 		return tf_err(TF_ERR_ARG, "hc_mix: %lld streams over %lld values, %d iterations",
@@ -144,9 +144,9 @@ tf_status cpu_hc_collapse(struct tf_be *be, const struct tf_tensor *x, const str
 	tf_status st;
 	int64_t D = tf_tensor_cols(c), R = tf_tensor_rows(c);
 	int64_t S = R ? tf_tensor_numel(pre) / R : 0;
-	if ((st = cpu_check("hc_collapse", "c", c, DT_BF16 | DT_F32, -1)) ||
-	    (st = cpu_check("hc_collapse", "pre", pre, DT_F32, R * S)) ||
-	    (st = cpu_check("hc_collapse", "x", x, DT_BF16 | DT_F32, R * S * D)))
+	if ((st = tf_op_check("hc_collapse", "c", c, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("hc_collapse", "pre", pre, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_collapse", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
 		return st;
 	int workers = tf_pool_size(cpu_pool(be));
 	float *buf = tf_alloc_array((size_t)workers, (size_t)(2 * D) * sizeof(float));
@@ -187,11 +187,11 @@ tf_status cpu_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct 
 	tf_status st;
 	int64_t D = tf_tensor_cols(b), R = tf_tensor_rows(b);
 	int64_t S = R ? tf_tensor_numel(post) / R : 0;
-	if ((st = cpu_check("hc_post", "b", b, DT_BF16 | DT_F32, -1)) ||
-	    (st = cpu_check("hc_post", "post", post, DT_F32, R * S)) ||
-	    (st = cpu_check("hc_post", "comb", comb, DT_F32, R * S * S)) ||
-	    (st = cpu_check("hc_post", "x", x, DT_BF16 | DT_F32, R * S * D)) ||
-	    (st = cpu_check("hc_post", "out", out, DT_BF16 | DT_F32, R * S * D)))
+	if ((st = tf_op_check("hc_post", "b", b, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("hc_post", "post", post, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_post", "comb", comb, TF_DTS_F32, R * S * S)) ||
+	    (st = tf_op_check("hc_post", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
+	    (st = tf_op_check("hc_post", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
 		return st;
 	/* a row reads its S streams and b before writing: out may alias x */
 	int64_t per = (2 * S + 1) * D;
@@ -244,11 +244,11 @@ tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const str
 	tf_status st;
 	int64_t D = tf_tensor_cols(qk), S = tf_tensor_rows(qk);
 	int64_t R = D > 0 ? tf_tensor_numel(kv) / ((S + 1) * D) : 0;
-	if ((st = cpu_check("engram_gate", "qk", qk, DT_F32, -1)) ||
-	    (st = cpu_check("engram_gate", "kv", kv, DT_BF16 | DT_F32, R * (S + 1) * D)) ||
-	    (st = cpu_check("engram_gate", "x", x, DT_BF16 | DT_F32, R * S * D)) ||
-	    (st = cpu_check("engram_gate", "out", out, DT_BF16 | DT_F32, R * S * D)) ||
-	    (blocked && (st = cpu_check("engram_gate", "blocked", blocked, DT_U8, R))))
+	if ((st = tf_op_check("engram_gate", "qk", qk, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("engram_gate", "kv", kv, TF_DTS_BF16 | TF_DTS_F32, R * (S + 1) * D)) ||
+	    (st = tf_op_check("engram_gate", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
+	    (st = tf_op_check("engram_gate", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
+	    (blocked && (st = tf_op_check("engram_gate", "blocked", blocked, TF_DTS_U8, R))))
 		return st;
 	int workers = tf_pool_size(cpu_pool(be));
 	float *buf = tf_alloc_array((size_t)workers, (size_t)(3 * D) * sizeof(float));

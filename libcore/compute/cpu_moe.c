@@ -19,10 +19,10 @@ tf_status cpu_moe_route(struct tf_be *be, const struct tf_tensor *lg, const stru
 {
 	tf_status st;
 	int64_t E = tf_tensor_cols(lg), R = tf_tensor_rows(lg);
-	if ((st = cpu_check("moe_route", "lg", lg, DT_F32, -1)) ||
-	    (st = cpu_check("moe_route", "bias", bias, DT_F32, E)) ||
-	    (st = cpu_check("moe_route", "ids", ids, DT_I32, R * k)) ||
-	    (st = cpu_check("moe_route", "weights", weights, DT_F32, R * k)))
+	if ((st = tf_op_check("moe_route", "lg", lg, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("moe_route", "bias", bias, TF_DTS_F32, E)) ||
+	    (st = tf_op_check("moe_route", "ids", ids, TF_DTS_I32, R * k)) ||
+	    (st = tf_op_check("moe_route", "weights", weights, TF_DTS_F32, R * k)))
 		return st;
 	if (k < 1 || k > E)
 		return tf_err(TF_ERR_ARG, "moe_route: top %d of %lld experts", k, (long long)E);
@@ -68,9 +68,9 @@ tf_status cpu_swiglu(struct tf_be *be, const struct tf_tensor *gate, const struc
 {
 	tf_status st;
 	int64_t n = tf_tensor_numel(gate);
-	if ((st = cpu_check("swiglu", "gate", gate, DT_F32, -1)) ||
-	    (st = cpu_check("swiglu", "up", up, DT_F32, n)) ||
-	    (st = cpu_check("swiglu", "a", a, DT_F32 | DT_BF16, n)))
+	if ((st = tf_op_check("swiglu", "gate", gate, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("swiglu", "up", up, TF_DTS_F32, n)) ||
+	    (st = tf_op_check("swiglu", "a", a, TF_DTS_F32 | TF_DTS_BF16, n)))
 		return st;
 	const float *g = gate->data, *u = up->data;
 	float buf[256];
@@ -92,10 +92,10 @@ tf_status cpu_moe_combine(struct tf_be *be, const struct tf_tensor *y, const str
 	tf_status st;
 	int64_t D = tf_tensor_cols(branch), R = tf_tensor_rows(branch);
 	int64_t k = R ? tf_tensor_numel(w) / R : 0;
-	if ((st = cpu_check("moe_combine", "branch", branch, DT_F32 | DT_BF16, -1)) ||
-	    (st = cpu_check("moe_combine", "w", w, DT_F32, R * k)) ||
-	    (st = cpu_check("moe_combine", "y", y, DT_F32, R * k * D)) ||
-	    (shared && (st = cpu_check("moe_combine", "shared", shared, DT_F32, R * D))))
+	if ((st = tf_op_check("moe_combine", "branch", branch, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("moe_combine", "w", w, TF_DTS_F32, R * k)) ||
+	    (st = tf_op_check("moe_combine", "y", y, TF_DTS_F32, R * k * D)) ||
+	    (shared && (st = tf_op_check("moe_combine", "shared", shared, TF_DTS_F32, R * D))))
 		return st;
 	float *acc = tf_alloc_array((size_t)D, sizeof *acc);
 	if (!acc)

@@ -29,7 +29,7 @@ tf_status cpu_sample(struct tf_be *be, const struct tf_tensor *logits,
 {
 	tf_status st;
 	int64_t V = tf_tensor_cols(logits), R = tf_tensor_rows(logits);
-	if ((st = cpu_check("sample", "logits", logits, DT_F32, -1)))
+	if ((st = tf_op_check("sample", "logits", logits, TF_DTS_F32, -1)))
 		return st;
 	if (V < 1 || V > INT32_MAX)
 		return tf_err(TF_ERR_ARG, "sample: a row of %lld logits", (long long)V);

@@ -29,17 +29,13 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "compute/kvrow.h"
 
 #define TF_KV_PAGE 256      /* positions per page */
 #define TF_KV_RING 256      /* window ring rows per layer */
 #define TF_KV_CARRY 128     /* carry groups kept per ratio-2 source */
 #define TF_KV_MAX_SRC 8
 
-enum tf_kv_row_fmt {
-	TF_KV_FP8 = 0,  /* fp8_ds_mla: e4m3 groups of 64 + bf16 rope + UE8M0 scales */
-	TF_KV_FP4 = 1,  /* e2m1 pairs, groups of 16 with UE8M0 scales + bf16 rope (tf's layout) */
-	TF_KV_BF16 = 2, /* plain bf16 (index keys) */
-};
 
 struct tf_kv_config {
 	int layers;        /* window rings, one per layer (MTP blocks included) */
@@ -65,24 +61,7 @@ tf_status tf_kv_new(const struct tf_kv_config *cfg, struct tf_kv **out);
 void tf_kv_free(struct tf_kv *kv);
 const struct tf_kv_config *tf_kv_config(const struct tf_kv *kv);
 
-/* Bytes of one stored row of `dim` values (rope of them bf16) in fmt. */
-size_t tf_kv_row_bytes(enum tf_kv_row_fmt fmt, int dim, int rope);
-/* Quantise a row (fp32 in) into fmt's bytes, and back. For TF_KV_FP8 and
- * TF_KV_FP4 the last `rope` values are stored bf16 and the rest in groups
- * (64 for FP8, 16 for FP4; the last group may be partial, as in the tiny
- * preset's 96) scaled by 2^e, e = ceil(log2(max(amax, 1e-4) / max_code)),
- * one UE8M0 byte (e + 127) each, padded to 8 bytes. Layout: values (e4m3
- * bytes, or e2m1 pairs low nibble first), the bf16 tail, the scales. */
-void tf_kv_row_encode(enum tf_kv_row_fmt fmt, const float *x, int dim, int rope, uint8_t *out);
-void tf_kv_row_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, int rope, float *x);
-/* Index keys: TF_KV_FP8 is dim e4m3 values and a little-endian fp32 scale
- * (132 B for 128); TF_KV_BF16 is dim bf16 values. */
-size_t tf_kv_ik_bytes(enum tf_kv_row_fmt fmt, int dim);
-void tf_kv_ik_encode(enum tf_kv_row_fmt fmt, const float *x, int dim, uint8_t *out);
-void tf_kv_ik_decode(enum tf_kv_row_fmt fmt, const uint8_t *in, int dim, float *x);
-/* e2m1 (max 6) round-to-nearest-even, saturating: a 4-bit code. */
-uint8_t tf_e2m1_encode(float x);
-float tf_e2m1_decode(uint8_t c);
+
 
 /* Open an empty sequence in a free slot (*seq its id); TF_ERR_UNAVAILABLE
  * when every slot is taken. Close releases its pages and slot. */

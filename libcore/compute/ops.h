@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "compute/kvrow.h"
 
 /* Element types. Values grow only at the end. */
 enum tf_dt {
@@ -82,6 +83,8 @@ struct tf_be;
 
 struct tf_ops {
 	const char *name; /* "cpu", "cuda" */
+	int device;       /* 1: tensors hold device addresses (never dereference
+			   * them on the host); 0: host memory */
 
 	/* Memory. alloc fills t->data for t's dt and shape (zeroed); release
 	 * frees it (NULL data is a no-op). upload/download copy t's bytes. */
@@ -224,6 +227,67 @@ struct tf_ops {
 				 const struct tf_tensor *blocked, float eps, float clamp,
 				 struct tf_tensor *out);
 
+	/* ---- moving rows (the forward's only way to move data) ---- */
+
+	/* Row moves: x [Nx, C] and y [Ny, C] seen as rows of their last
+	 * dimension (tf_tensor_rows/cols), the same dtype and C. n moves, n =
+	 * numel(xi) when xi is given, else numel(yi), else rows(x): move m
+	 * copies x row (xi ? xi[m] : m) to y row (yi ? yi[m] : m). A move whose
+	 * index is < 0 or past its tensor's rows is skipped (the y row keeps
+	 * what it held). xi, yi int32 (any shape) or NULL; yi lists a y row at
+	 * most once. x and y may be the same tensor when no row is both read
+	 * and written. */
+	tf_status (*rows_copy)(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *xi,
+			       struct tf_tensor *y, const struct tf_tensor *yi);
+
+	/* Cache rows (kvrow.h): cache u8 [rows, tf_rowfmt_bytes(f)] holds
+	 * stored rows. cache_write quantises x [n, f->dim] (f32 or bf16) row m
+	 * into cache row idx[m] (int32 [n]); cache_read dequantises cache row
+	 * idx[m] into out [n, f->dim] (f32 or bf16, rounded once). An index
+	 * < 0 or past the cache's rows is skipped on write and reads as a row
+	 * of zeros. The bytes are kvrow.c's, on every backend. */
+	tf_status (*cache_write)(struct tf_be *be, const struct tf_rowfmt *f, const struct tf_tensor *x,
+				 const struct tf_tensor *idx, struct tf_tensor *cache);
+	tf_status (*cache_read)(struct tf_be *be, const struct tf_rowfmt *f,
+				const struct tf_tensor *cache, const struct tf_tensor *idx,
+				struct tf_tensor *out);
+
+	/* Physical rows of logical cache rows through a page table: pt int32
+	 * [P] (physical pages of one sequence), rpp rows a page; logical and
+	 * out int32 [n]: out[m] = pt[l / rpp] * rpp + l % rpp for l =
+	 * logical[m], or -1 when l < 0 or l / rpp >= P. */
+	tf_status (*page_rows)(struct tf_be *be, const struct tf_tensor *pt, int rpp,
+			       const struct tf_tensor *logical, struct tf_tensor *out);
+
+	/* Key lists of one sequence's n rows at positions p0 .. p0 + n - 1
+	 * (spec §8), for attention over a key table of pool rows then window
+	 * rows. Row i attends to its selected pool rows, then to its window
+	 * rows max(0, p - window + 1) .. p (p = p0 + i) in position order.
+	 * Selected rows: none when sel is NULL; else t < n_sel[i] of sel
+	 * [n, k] (int32; n_sel int32 [n]), the key being table row sel[i][t]
+	 * when direct (the table holds every pool row, in order) or i * k + t
+	 * (each row's selections have rows of their own). Window position pp
+	 * is table row wbase + pp - max(0, p0 - window + 1). key_off int32
+	 * [n + 1]; key_idx int32 with room for every key (n * k + the window
+	 * keys at most). */
+	tf_status (*attn_keys)(struct tf_be *be, const struct tf_tensor *sel,
+			       const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
+			       int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx);
+
+	/* Grouping of routed rows by expert (spec §10): ids int32 [R, k]. The
+	 * pairs t = r * k + j with 0 <= ids[t] < E, sorted by expert and
+	 * stable in t: offsets int32 [E + 1] (expert e's pairs are p =
+	 * offsets[e] .. offsets[e + 1] - 1), pair int32 [R * k] (pair p's t)
+	 * and src int32 [R * k] (pair p's row, t / k); entries past the last
+	 * pair are -1. */
+	tf_status (*moe_group)(struct tf_be *be, const struct tf_tensor *ids, int E,
+			       struct tf_tensor *offsets, struct tf_tensor *pair,
+			       struct tf_tensor *src);
+
+	/* Stream mean (spec §13 taps): x [R, S, D] bf16, out [R, D] bf16 =
+	 * bf((x_0 + x_1 + ... + x_{S-1}) / S), the sum in fp32 in stream order. */
+	tf_status (*stream_mean)(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out);
+
 	/* Keyed sampling of R rows of logits [R, V] f32 (sample.h): params[r],
 	 * positions int64 [R] (host arrays), tokens out (host, int32 [R]). */
 	tf_status (*sample)(struct tf_be *be, const struct tf_tensor *logits,
@@ -242,10 +306,38 @@ struct tf_be {
 /* The CPU backend over a pool of `threads` workers (0: one per CPU; the
  * pool is owned by the backend). Free with tf_be_free. */
 tf_status tf_cpu_be_new(int threads, struct tf_be **out);
+/* The CUDA backend on device ordinal `device`: its primary context, one
+ * stream (every op is queued on it; only download, sync and sample's
+ * tokens wait for the device), memory from a device arena, cuBLAS where it
+ * is installed. TF_ERR_UNAVAILABLE, saying why, without a driver, a
+ * device or kernels in this build (CUDA=0). Free with tf_be_free; the
+ * thread that uses it must be the one that made it, or call
+ * tf_cuda_be_use first. */
+tf_status tf_cuda_be_new(int device, struct tf_be **out);
+/* Make be's context current on the calling thread (a no-op for the CPU). */
+tf_status tf_cuda_be_use(struct tf_be *be);
 /* Release a backend (NULL is a no-op). */
 void tf_be_free(struct tf_be *be);
 
 /* Allocate a tensor of dt and shape on be (zeroed). */
 tf_status tf_be_tensor(struct tf_be *be, struct tf_tensor *t, enum tf_dt dt, int ndim, ...);
+
+/* dtype masks for tf_op_check */
+#define TF_DTS_F32 (1u << TF_DT_F32)
+#define TF_DTS_BF16 (1u << TF_DT_BF16)
+#define TF_DTS_F16 (1u << TF_DT_F16)
+#define TF_DTS_I32 (1u << TF_DT_I32)
+#define TF_DTS_U8 (1u << TF_DT_U8)
+#define TF_DTS_FLOAT (TF_DTS_F32 | TF_DTS_BF16 | TF_DTS_F16)
+/* For backends: TF_ERR_ARG naming op and what unless t is non-NULL with
+ * data, its dtype in the mask dts and numel == n (n < 0: any). */
+tf_status tf_op_check(const char *op, const char *what, const struct tf_tensor *t, unsigned dts,
+		      int64_t n);
+
+/* A view of rows [r0, r0 + n) of t's first dimension: the address moves,
+ * nothing is read (valid for host and device tensors alike). */
+struct tf_tensor tf_tensor_rows_of(const struct tf_tensor *t, int64_t r0, int64_t n);
+/* t with another shape of the same element count (a view). */
+struct tf_tensor tf_tensor_view(const struct tf_tensor *t, int ndim, ...);
 
 #endif
