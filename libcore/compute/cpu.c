@@ -128,6 +128,38 @@ static tf_status cpu_linear(struct tf_be *be, const struct tf_tensor *x, const s
 	return TF_OK;
 }
 
+/* Dense experts (ops.h linear_experts): each group's rows through its
+ * expert's linear. */
+static tf_status cpu_linear_experts(struct tf_be *be, const struct tf_tensor *w, int n_experts,
+				    const struct tf_tensor *expert_ids,
+				    const struct tf_tensor *offsets, const struct tf_tensor *x,
+				    struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t R = tf_tensor_rows(x), N = tf_tensor_cols(y), G = tf_tensor_numel(expert_ids);
+	if ((st = tf_op_check("linear_experts", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("linear_experts", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
+	    (st = tf_op_check("linear_experts", "expert_ids", expert_ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("linear_experts", "offsets", offsets, TF_DTS_I32, G + 1)))
+		return st;
+	const int32_t *ids = cpu_i32(expert_ids), *off = cpu_i32(offsets);
+	if (off[0] != 0 || off[G] != R)
+		return tf_err(TF_ERR_ARG, "linear_experts: offsets span %d..%d, x has %lld rows",
+			      off[0], off[G], (long long)R);
+	for (int64_t g = 0; g < G; g++) {
+		if (off[g + 1] < off[g] || ids[g] < 0 || ids[g] >= n_experts)
+			return tf_err(TF_ERR_ARG, "linear_experts: group %lld (expert %d of %d)",
+				      (long long)g, ids[g], n_experts);
+		if (off[g + 1] == off[g])
+			continue;
+		struct tf_tensor xg = tf_tensor_rows_of(x, off[g], off[g + 1] - off[g]);
+		struct tf_tensor yg = tf_tensor_rows_of(y, off[g], off[g + 1] - off[g]);
+		if ((st = cpu_linear(be, &xg, &w[ids[g]], &yg)))
+			return st;
+	}
+	return TF_OK;
+}
+
 /* ---- embedding ---- */
 
 static tf_status cpu_embed(struct tf_be *be, const struct tf_tensor *table, int64_t vocab_lo,
@@ -292,6 +324,7 @@ static const struct tf_ops cpu_ops = {
 	.linear = cpu_linear,
 	.exl3_matmul = cpu_exl3_matmul,
 	.exl3_matmul_experts = cpu_exl3_matmul_experts,
+	.linear_experts = cpu_linear_experts,
 	.embed = cpu_embed,
 	.rmsnorm = cpu_rmsnorm,
 	.rope = cpu_rope,
@@ -307,6 +340,13 @@ static const struct tf_ops cpu_ops = {
 	.hc_collapse = cpu_hc_collapse,
 	.hc_post = cpu_hc_post,
 	.engram_gate = cpu_engram_gate,
+	.rows_copy = cpu_rows_copy,
+	.cache_write = cpu_cache_write,
+	.cache_read = cpu_cache_read,
+	.page_rows = cpu_page_rows,
+	.attn_keys = cpu_attn_keys,
+	.moe_group = cpu_moe_group,
+	.stream_mean = cpu_stream_mean,
 	.sample = cpu_sample,
 	.free = cpu_free,
 };

@@ -60,7 +60,7 @@ tf_status cpu_attention(struct tf_be *be, const struct tf_tensor *q, const struc
 {
 	tf_status st;
 	int64_t R = tf_tensor_numel(key_off) - 1, D = tf_tensor_cols(q);
-	int64_t NK = tf_tensor_rows(keys), total = tf_tensor_numel(key_idx);
+	int64_t NK = tf_tensor_rows(keys), room = tf_tensor_numel(key_idx), total;
 	if ((st = tf_op_check("attention", "q", q, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
 	    (st = tf_op_check("attention", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
 	    (st = tf_op_check("attention", "key_off", key_off, TF_DTS_I32, -1)) ||
@@ -75,9 +75,10 @@ tf_status cpu_attention(struct tf_be *be, const struct tf_tensor *q, const struc
 		return st;
 	const int32_t *off = cpu_i32(key_off), *idx = cpu_i32(key_idx);
 	int64_t maxk = 1;
-	if (off[0] != 0 || off[R] != total)
+	total = off[R];
+	if (off[0] != 0 || off[R] > room)
 		return tf_err(TF_ERR_ARG, "attention: key_off spans %d..%d of %lld keys", off[0],
-			      off[R], (long long)total);
+			      off[R], (long long)room);
 	for (int64_t r = 0; r < R; r++) {
 		if (off[r + 1] < off[r])
 			return tf_err(TF_ERR_ARG, "attention: key_off decreases at row %lld",
@@ -219,9 +220,12 @@ tf_status cpu_index_score(struct tf_be *be, const struct tf_tensor *iq,
 	if (blocks) {
 		if (bs <= 0)
 			return tf_err(TF_ERR_ARG, "index_score: block size %d", bs);
-		nblk = (N + bs - 1) / bs;
+		nblk = tf_tensor_cols(blocks);
 		if ((st = tf_op_check("index_score", "blocks", blocks, TF_DTS_U8, R * nblk)))
 			return st;
+		if (nblk < (N + bs - 1) / bs)
+			return tf_err(TF_ERR_ARG, "index_score: %lld block columns for %lld keys of %d",
+				      (long long)nblk, (long long)N, bs);
 	}
 	if (N == 0 || R == 0)
 		return TF_OK;
@@ -381,13 +385,16 @@ tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
 	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
 	if (bs <= 0 || topb <= 0)
 		return tf_err(TF_ERR_ARG, "candidate_blocks: block %d, top %d", bs, topb);
-	int64_t nblk = (N + bs - 1) / bs;
+	int64_t nblk = blocks ? tf_tensor_cols(blocks) : 0, need = (N + bs - 1) / bs;
 	if ((st = tf_op_check("candidate_blocks", "n_vis", n_vis, TF_DTS_I32, -1)) ||
 	    (st = tf_op_check("candidate_blocks", "scores", scores, TF_DTS_F32, R * N)) ||
 	    (st = tf_op_check("candidate_blocks", "blocks", blocks, TF_DTS_U8, R * nblk)))
 		return st;
+	if (nblk < need)
+		return tf_err(TF_ERR_ARG, "candidate_blocks: %lld block columns for %lld scores of %d",
+			      (long long)nblk, (long long)N, bs);
 	int workers = tf_pool_size(cpu_pool(be));
-	int64_t per = nblk ? nblk : 1;
+	int64_t per = need ? need : 1;
 	uint64_t *keys = tf_alloc_array((size_t)(per * workers), sizeof *keys);
 	if (!keys)
 		return tf_err(TF_ERR_NOMEM, "candidate_blocks: out of memory");
@@ -397,5 +404,40 @@ tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
 			    .nblk = nblk, .bs = bs, .topb = topb};
 	tf_pool_for(cpu_pool(be), (size_t)R, 1, blocks_part, &j);
 	free(keys);
+	return TF_OK;
+}
+
+/* ---- key lists (ops.h attn_keys) ---- */
+
+tf_status cpu_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
+			const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
+			int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx)
+{
+	tf_status st;
+	int64_t n = tf_tensor_numel(key_off) - 1, k = sel ? tf_tensor_cols(sel) : 0;
+	if ((st = tf_op_check("attn_keys", "key_off", key_off, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attn_keys", "key_idx", key_idx, TF_DTS_I32, -1)) ||
+	    (sel && ((st = tf_op_check("attn_keys", "sel", sel, TF_DTS_I32, n * k)) ||
+		     (st = tf_op_check("attn_keys", "n_sel", n_sel, TF_DTS_I32, n)))))
+		return st;
+	if (n < 1 || window < 1 || p0 < 0)
+		return tf_err(TF_ERR_ARG, "attn_keys: %lld rows at %lld, window %d", (long long)n,
+			      (long long)p0, window);
+	int64_t wlo = p0 - window + 1 < 0 ? 0 : p0 - window + 1, room = tf_tensor_numel(key_idx);
+	const int32_t *sl = sel ? cpu_i32(sel) : NULL, *ns = sel ? cpu_i32(n_sel) : NULL;
+	int32_t *off = key_off->data, *idx = key_idx->data;
+	int64_t m = 0;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t p = p0 + i, lo = p - window + 1 < 0 ? 0 : p - window + 1;
+		int64_t ni = ns ? (ns[i] < 0 ? 0 : ns[i] > k ? k : ns[i]) : 0;
+		if (m + ni + (p - lo + 1) > room)
+			return tf_err(TF_ERR_ARG, "attn_keys: %lld keys do not fit", (long long)room);
+		off[i] = (int32_t)m;
+		for (int64_t t = 0; t < ni; t++)
+			idx[m++] = direct ? sl[i * k + t] : (int32_t)(i * k + t);
+		for (int64_t pp = lo; pp <= p; pp++)
+			idx[m++] = (int32_t)(wbase + pp - wlo);
+	}
+	off[n] = (int32_t)m;
 	return TF_OK;
 }

@@ -157,5 +157,21 @@ tf_status cpu_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct 
 tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *kv,
 			  const struct tf_tensor *qk, const struct tf_tensor *blocked, float eps,
 			  float clamp, struct tf_tensor *out);
+/* cpu_rows.c */
+tf_status cpu_rows_copy(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *xi,
+			struct tf_tensor *y, const struct tf_tensor *yi);
+tf_status cpu_cache_write(struct tf_be *be, const struct tf_rowfmt *f, const struct tf_tensor *x,
+			  const struct tf_tensor *idx, struct tf_tensor *cache);
+tf_status cpu_cache_read(struct tf_be *be, const struct tf_rowfmt *f,
+			 const struct tf_tensor *cache, const struct tf_tensor *idx,
+			 struct tf_tensor *out);
+tf_status cpu_page_rows(struct tf_be *be, const struct tf_tensor *pt, int rpp,
+			const struct tf_tensor *logical, struct tf_tensor *out);
+tf_status cpu_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
+			const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
+			int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx);
+tf_status cpu_moe_group(struct tf_be *be, const struct tf_tensor *ids, int E,
+			struct tf_tensor *offsets, struct tf_tensor *pair, struct tf_tensor *src);
+tf_status cpu_stream_mean(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out);
 
 #endif

@@ -260,3 +260,26 @@ tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const str
 	free(buf);
 	return TF_OK;
 }
+
+/* ---- stream mean (ops.h stream_mean, spec §13 taps) ---- */
+
+tf_status cpu_stream_mean(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out)
+{
+	tf_status st;
+	int64_t R = x->ndim == 3 ? x->shape[0] : 0, S = x->shape[1], D = x->shape[2];
+	if ((st = tf_op_check("stream_mean", "x", x, TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("stream_mean", "out", out, TF_DTS_BF16, R * D)))
+		return st;
+	if (x->ndim != 3 || R < 1 || S < 1)
+		return tf_err(TF_ERR_ARG, "stream_mean: x is not [R, S, D]");
+	const uint16_t *xs = x->data;
+	uint16_t *o = out->data;
+	for (int64_t i = 0; i < R; i++)
+		for (int64_t d = 0; d < D; d++) {
+			float s = 0;
+			for (int64_t k = 0; k < S; k++)
+				s += tf_bf16_to_f32(xs[(i * S + k) * D + d]);
+			o[i * D + d] = tf_f32_to_bf16(s / (float)S);
+		}
+	return TF_OK;
+}

@@ -118,3 +118,41 @@ tf_status cpu_moe_combine(struct tf_be *be, const struct tf_tensor *y, const str
 	free(acc);
 	return TF_OK;
 }
+
+/* ---- grouping by expert (ops.h moe_group) ---- */
+
+tf_status cpu_moe_group(struct tf_be *be, const struct tf_tensor *ids, int E,
+			struct tf_tensor *offsets, struct tf_tensor *pair, struct tf_tensor *src)
+{
+	tf_status st;
+	int64_t T = tf_tensor_numel(ids), k = tf_tensor_cols(ids);
+	if (E < 1)
+		return tf_err(TF_ERR_ARG, "moe_group: %d experts", E);
+	if ((st = tf_op_check("moe_group", "ids", ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("moe_group", "offsets", offsets, TF_DTS_I32, (int64_t)E + 1)) ||
+	    (st = tf_op_check("moe_group", "pair", pair, TF_DTS_I32, T)) ||
+	    (st = tf_op_check("moe_group", "src", src, TF_DTS_I32, T)))
+		return st;
+	const int32_t *id = cpu_i32(ids);
+	int32_t *off = offsets->data, *pr = pair->data, *sr = src->data;
+	memset(off, 0, ((size_t)E + 1) * sizeof *off);
+	for (int64_t t = 0; t < T; t++) /* counts, one slot up */
+		if (id[t] >= 0 && id[t] < E)
+			off[id[t] + 1]++;
+	for (int e = 0; e < E; e++)
+		off[e + 1] += off[e];
+	int32_t *fill = tf_alloc_array((size_t)E, sizeof *fill);
+	if (!fill)
+		return tf_err(TF_ERR_NOMEM, "moe_group: out of memory");
+	memcpy(fill, off, (size_t)E * sizeof *fill);
+	for (int64_t p = off[E]; p < T; p++)
+		pr[p] = sr[p] = -1;
+	for (int64_t t = 0; t < T; t++) /* stable: t in order within each expert */
+		if (id[t] >= 0 && id[t] < E) {
+			int32_t p = fill[id[t]]++;
+			pr[p] = (int32_t)t;
+			sr[p] = (int32_t)(t / k);
+		}
+	free(fill);
+	return TF_OK;
+}

@@ -59,6 +59,9 @@ tf_status cuda_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer 
 				   int n_experts, const struct tf_tensor *expert_ids,
 				   const struct tf_tensor *offsets, const struct tf_tensor *x,
 				   struct tf_tensor *y);
+tf_status cuda_linear_experts(struct tf_be *be, const struct tf_tensor *w, int n_experts,
+			      const struct tf_tensor *expert_ids, const struct tf_tensor *offsets,
+			      const struct tf_tensor *x, struct tf_tensor *y);
 /* cuda_rows.c */
 tf_status cuda_rows_copy(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *xi,
 			 struct tf_tensor *y, const struct tf_tensor *yi);

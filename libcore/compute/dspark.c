@@ -99,14 +99,13 @@ tf_status tf_dspark_context(struct tf_dspark *d, int R, const uint16_t *taps,
 {
 	const struct tf_config *c = d->c;
 	struct tf_be *be = d->be;
+	struct tf_kv_store *kvs = tf_kv_store(d->kv);
 	int64_t D = c->hidden, hd = c->head_dim, nt = c->n_dspark_targets;
 	struct scratch s = {.be = be};
 	struct tf_tensor *tp = NULL, *mp = NULL, *mx = NULL, *p32 = NULL, *kv = NULL, *kvn = NULL,
-			 *row = NULL;
-	int32_t *p = malloc((size_t)R * sizeof *p);
-	float *f = malloc((size_t)hd * sizeof *f);
-	uint16_t *h = malloc((size_t)(R * hd) * sizeof *h);
-	tf_status st = p && f && h ? TF_OK : tf_err(TF_ERR_NOMEM, "dspark: out of memory");
+			 *row = NULL, *at = NULL;
+	int32_t *p = malloc((size_t)R * sizeof *p), *wr = malloc((size_t)R * sizeof *wr);
+	tf_status st = p && wr ? TF_OK : tf_err(TF_ERR_NOMEM, "dspark: out of memory");
 	if (st)
 		goto out;
 	for (int i = 0; i < R; i++)
@@ -121,46 +120,51 @@ tf_status tf_dspark_context(struct tf_dspark *d, int R, const uint16_t *taps,
 	    (st = scratch_new(&s, &p32, TF_DT_I32, R, 1)) || (st = be->ops->upload(be, p32, p)) ||
 	    (st = scratch_new(&s, &kv, TF_DT_BF16, R, hd)) ||
 	    (st = scratch_new(&s, &kvn, TF_DT_BF16, R, hd)) ||
-	    (st = scratch_new(&s, &row, TF_DT_BF16, R, hd)))
+	    (st = scratch_new(&s, &row, TF_DT_BF16, R, hd)) ||
+	    (st = scratch_new(&s, &at, TF_DT_I32, R, 1)))
 		goto out;
 	p32->ndim = 1; /* positions int32 [R] */
 	for (uint32_t i = 0; i < c->mtp_layers && !st; i++) {
-		/* block i's context row: bf(RoPE(RMS(Lin(main_x; wkv_i); kv_norm_i), t)) */
+		/* block i's context row: bf(RoPE(RMS(Lin(main_x; wkv_i); kv_norm_i), t)),
+		 * stored in its window ring */
 		uint32_t L = c->layers + i;
 		const struct tf_fwd_layer *lw = &d->fw->layers[L];
+		for (int r = 0; r < R; r++)
+			wr[r] = (int32_t)tf_kv_window_row(d->kv, seq[r], (int)L, pos[r]);
 		if ((st = tf_fwd_lin(be, &lw->wkv, mx, kv)) ||
 		    (st = be->ops->rmsnorm(be, kv, &lw->kv_norm, c->eps, kvn)) ||
 		    (st = be->ops->rope(be, kvn, p32, &d->plain, 0, row)) ||
-		    (st = be->ops->download(be, row, h)))
+		    (st = be->ops->upload(be, at, wr)))
 			break;
-		for (int r = 0; r < R; r++) {
-			for (int64_t k = 0; k < hd; k++)
-				f[k] = tf_bf16_to_f32(h[r * hd + k]);
-			tf_kv_window_put(d->kv, seq[r], (int)L, pos[r], f);
-		}
+		st = be->ops->cache_write(be, &kvs->win, row, at, &kvs->ring);
 	}
 out:
 	scratch_release(&s);
 	free(p);
-	free(f);
-	free(h);
+	free(wr);
 	return st;
 }
 
 /* The Markov embedding rows of prev into x [n, rank] (host memory: the
- * stored half values, bf16 or f16 as the pack holds them). */
+ * stored half values, bf16 or f16 as the pack holds them), gathered on the
+ * backend. */
 static tf_status markov_rows(struct tf_dspark *d, int n, const int32_t *prev, uint16_t *x)
 {
 	const struct tf_tensor *e = &d->w->markov_embed;
-	int64_t rank = d->c->dspark_markov_rank;
-	for (int i = 0; i < n; i++) {
+	struct tf_be *be = d->be;
+	for (int i = 0; i < n; i++)
 		if (prev[i] < 0 || (uint32_t)prev[i] >= d->c->vocab)
 			return tf_err(TF_ERR_ARG, "dspark: token %d outside the vocabulary of %u",
 				      prev[i], d->c->vocab);
-		memcpy(x + i * rank, (const uint16_t *)e->data + prev[i] * rank,
-		       (size_t)rank * sizeof *x);
-	}
-	return TF_OK;
+	struct scratch s = {.be = be};
+	struct tf_tensor *ix = NULL, *rows = NULL;
+	tf_status st;
+	if (!(st = scratch_new(&s, &ix, TF_DT_I32, n, 1)) && !(st = be->ops->upload(be, ix, prev)) &&
+	    !(st = scratch_new(&s, &rows, e->dt, n, d->c->dspark_markov_rank)) &&
+	    !(st = be->ops->rows_copy(be, e, ix, rows, NULL)))
+		st = be->ops->download(be, rows, x);
+	scratch_release(&s);
+	return st;
 }
 
 static float half_f32(enum tf_dt dt, uint16_t v)

@@ -29,12 +29,15 @@
  * reading the blocks' window rings (context rows written by dspark.h) and
  * writing nothing; at world > 1 with the same collectives.
  *
- * Weights are dense tensors or EXL3 handles (struct
- * tf_lin). Between the ops, rows move on the host: the KV cache lives in
- * host memory (kv.h) and the forward gathers key tables, expert rows and
- * output groups with memcpy, which assumes tensors the host can address (the
- * CPU backend). A device backend needs those moves as ops (cache row
- * gather and dequantisation, row gather/scatter) and a device-side cache. */
+ * Weights are dense tensors or EXL3 handles (struct tf_lin), on the
+ * forward's backend. The forward never touches a tensor's memory: host
+ * arrays (ids, positions, rows addresses from the KV cache's bookkeeping,
+ * Engram rows) go in by upload, logits, taps and hidden rows come out by
+ * download, and every move between tensors is an op (ops.h: rows_copy,
+ * cache_write, cache_read, page_rows, attn_keys, moe_group). The KV cache
+ * lives on the same backend (kv.h), and routed experts run as one ragged
+ * op per projection over rows grouped by expert, so a device backend runs
+ * a call without the host reading device memory until its logits. */
 #ifndef TF_COMPUTE_FORWARD_H
 #define TF_COMPUTE_FORWARD_H
 
@@ -89,14 +92,15 @@ struct tf_fwd_weights {
 tf_status tf_fwd_lin(struct tf_be *be, const struct tf_lin *l, const struct tf_tensor *x,
 		       struct tf_tensor *y);
 
-/* The Engram rows of R rows for Engram layer `layer` (spec §11): rows
- * [R, n_cols * engram_head_dim] bf16 of the hash columns [c0, c0+n_cols)
- * the rank owns (tf_engram_rank_cols; all of them at world 1), and
- * blocked[R] (1: gate 0). The provider knows each sequence's earlier
- * tokens. */
+/* The Engram rows of R rows for Engram layer `layer` (spec §11), in host
+ * memory: row r of rows [R, stride] bf16 bits starts with the width =
+ * n_cols * engram_head_dim values of the hash columns [c0, c0+n_cols) the
+ * rank owns (tf_engram_rank_cols; all of them at world 1; stride >= width,
+ * the rest left as it is), and blocked[R] (1: gate 0). The provider knows
+ * each sequence's earlier tokens. The forward uploads them. */
 typedef tf_status (*tf_engram_rows_fn)(void *ctx, uint32_t layer, int R, const int32_t *ids,
-				       const int64_t *pos, const int *seq, struct tf_tensor *rows,
-				       uint8_t *blocked);
+				       const int64_t *pos, const int *seq, int64_t width,
+				       int64_t stride, uint16_t *rows, uint8_t *blocked);
 
 struct tf_fwd;
 

@@ -7,24 +7,21 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/f16.h"
-#include "model/engram_rows.h"
 
+/* Host bookkeeping of one sequence slot. */
 struct seq {
 	int open;
 	int64_t len;       /* positions kept */
 	int64_t reserved;  /* positions with pages */
-	int32_t *pt;       /* page table: logical page -> physical page */
-	uint8_t *ring;     /* [layers][TF_KV_RING][win_bytes] */
-	float *carry;      /* [sources][TF_KV_CARRY][2 * dim] (ratio-2 sources only used) */
+	int32_t *pt;       /* page table: logical page -> physical page (the
+			    * store's pt row mirrors it) */
 };
 
 struct tf_kv {
 	struct tf_kv_config cfg;
-	size_t win_bytes, pool_bytes, ik_bytes;
+	struct tf_be *be;            /* where the store lives (borrowed) */
+	struct tf_kv_store st;       /* backend tensors (kv.h) */
 	int64_t max_pages;           /* page-table entries per sequence */
-	uint8_t *pool[TF_KV_MAX_SRC];/* [pages][TF_KV_PAGE / r][pool_bytes] */
-	uint8_t *ik[TF_KV_MAX_SRC];  /* [pages][TF_KV_PAGE / r][ik_bytes] */
 	int32_t *refs;               /* per physical page */
 	int32_t *free_list;          /* stack of free pages */
 	int64_t n_free;
@@ -62,27 +59,63 @@ static tf_status check_config(const struct tf_kv_config *c)
 	return TF_OK;
 }
 
+static void release(struct tf_kv *kv, struct tf_tensor *t)
+{
+	if (t->data)
+		kv->be->ops->release(kv->be, t);
+}
+
 void tf_kv_free(struct tf_kv *kv)
 {
 	if (!kv)
 		return;
+	struct tf_kv_store *st = &kv->st;
 	for (int s = 0; s < TF_KV_MAX_SRC; s++) {
-		free(kv->pool[s]);
-		free(kv->ik[s]);
+		release(kv, &st->pool[s]);
+		release(kv, &st->ik[s]);
 	}
+	release(kv, &st->ring);
+	release(kv, &st->carry);
+	release(kv, &st->pt);
 	if (kv->seqs)
-		for (int i = 0; i < kv->cfg.slots; i++) {
+		for (int i = 0; i < kv->cfg.slots; i++)
 			free(kv->seqs[i].pt);
-			free(kv->seqs[i].ring);
-			free(kv->seqs[i].carry);
-		}
 	free(kv->seqs);
 	free(kv->refs);
 	free(kv->free_list);
 	free(kv);
 }
 
-tf_status tf_kv_new(const struct tf_kv_config *cfg, struct tf_kv **out)
+/* The store's tensors, zeroed by the backend. */
+static tf_status store_new(struct tf_kv *kv)
+{
+	const struct tf_kv_config *c = &kv->cfg;
+	struct tf_kv_store *st = &kv->st;
+	struct tf_be *be = kv->be;
+	int64_t P = c->pages, slots = c->slots;
+	tf_status rc;
+	st->win = (struct tf_rowfmt){c->window_fmt, c->dim, c->rope, 0};
+	st->pool_row = (struct tf_rowfmt){c->pool_fmt, c->dim, c->rope, 0};
+	st->ik_row = (struct tf_rowfmt){c->index_fmt, c->index_dim, 0, 1};
+	int64_t wb = (int64_t)tf_rowfmt_bytes(&st->win), ring = slots * (c->layers ? c->layers : 1);
+	if ((rc = tf_be_tensor(be, &st->ring, TF_DT_U8, 2, ring * TF_KV_RING, wb)) ||
+	    (rc = tf_be_tensor(be, &st->carry, TF_DT_F32, 2,
+			       slots * (c->sources ? c->sources : 1) * TF_KV_CARRY * 2,
+			       (int64_t)c->dim)) ||
+	    (rc = tf_be_tensor(be, &st->pt, TF_DT_I32, 2, slots, kv->max_pages ? kv->max_pages : 1)))
+		return rc;
+	for (int s = 0; s < c->sources; s++) {
+		int64_t rows = P * (TF_KV_PAGE / c->ratio[s]);
+		if ((rc = tf_be_tensor(be, &st->pool[s], TF_DT_U8, 2, rows,
+				       (int64_t)tf_rowfmt_bytes(&st->pool_row))) ||
+		    (rc = tf_be_tensor(be, &st->ik[s], TF_DT_U8, 2, rows,
+				       (int64_t)tf_rowfmt_bytes(&st->ik_row))))
+			return rc;
+	}
+	return TF_OK;
+}
+
+tf_status tf_kv_new(struct tf_be *be, const struct tf_kv_config *cfg, struct tf_kv **out)
 {
 	*out = NULL;
 	tf_status st = check_config(cfg);
@@ -92,11 +125,9 @@ tf_status tf_kv_new(const struct tf_kv_config *cfg, struct tf_kv **out)
 	if (!kv)
 		return tf_err(TF_ERR_NOMEM, "kv: out of memory");
 	kv->cfg = *cfg;
+	kv->be = be;
 	if (!cfg->sources)
 		kv->cfg.pages = 0;
-	kv->win_bytes = tf_kv_row_bytes(cfg->window_fmt, cfg->dim, cfg->rope);
-	kv->pool_bytes = tf_kv_row_bytes(cfg->pool_fmt, cfg->dim, cfg->rope);
-	kv->ik_bytes = tf_kv_ik_bytes(cfg->index_fmt, cfg->index_dim);
 	kv->max_pages = (cfg->max_positions + TF_KV_PAGE - 1) / TF_KV_PAGE;
 	int64_t P = kv->cfg.pages;
 	kv->refs = tf_calloc((size_t)(P ? P : 1), sizeof *kv->refs);
@@ -104,24 +135,19 @@ tf_status tf_kv_new(const struct tf_kv_config *cfg, struct tf_kv **out)
 	kv->seqs = tf_calloc((size_t)cfg->slots, sizeof *kv->seqs);
 	if (!kv->refs || !kv->free_list || !kv->seqs)
 		goto nomem;
-	for (int s = 0; s < cfg->sources; s++) {
-		size_t rows = (size_t)(TF_KV_PAGE / cfg->ratio[s]);
-		kv->pool[s] = tf_calloc((size_t)P * rows, kv->pool_bytes);
-		kv->ik[s] = tf_calloc((size_t)P * rows, kv->ik_bytes);
-		if (!kv->pool[s] || !kv->ik[s])
-			goto nomem;
-	}
 	for (int64_t p = 0; p < P; p++)
 		kv->free_list[p] = (int32_t)(P - 1 - p); /* page 0 comes out first */
 	kv->n_free = P;
 	for (int i = 0; i < cfg->slots; i++) {
 		struct seq *q = &kv->seqs[i];
-		q->pt = tf_alloc_array((size_t)(kv->max_pages ? kv->max_pages : 1), sizeof *q->pt);
-		q->ring = tf_calloc((size_t)cfg->layers * TF_KV_RING, kv->win_bytes ? kv->win_bytes : 1);
-		q->carry = tf_calloc((size_t)cfg->sources * TF_KV_CARRY + 1,
-				     2 * (size_t)cfg->dim * sizeof(float));
-		if (!q->pt || !q->ring || !q->carry)
+		q->pt = tf_calloc((size_t)(kv->max_pages ? kv->max_pages : 1), sizeof *q->pt);
+		if (!q->pt)
 			goto nomem;
+	}
+	if ((st = store_new(kv))) {
+		tf_kv_free(kv);
+		return tf_err_wrap(st, "kv: %lld pages and %d slots: ", (long long)cfg->pages,
+				   cfg->slots);
 	}
 	*out = kv;
 	return TF_OK;
@@ -134,6 +160,16 @@ nomem:
 const struct tf_kv_config *tf_kv_config(const struct tf_kv *kv)
 {
 	return &kv->cfg;
+}
+
+struct tf_kv_store *tf_kv_store(struct tf_kv *kv)
+{
+	return &kv->st;
+}
+
+struct tf_be *tf_kv_backend(const struct tf_kv *kv)
+{
+	return kv->be;
 }
 
 int64_t tf_kv_free_pages(const struct tf_kv *kv)
@@ -156,15 +192,29 @@ static void page_drop(struct tf_kv *kv, int32_t p)
 		kv->free_list[kv->n_free++] = p;
 }
 
-static void page_copy(struct tf_kv *kv, int32_t dst, int32_t src)
+/* Rows [r0, r0 + n) of t onto rows [d0, d0 + n): a backend move. */
+static tf_status move_rows(struct tf_kv *kv, struct tf_tensor *t, int64_t r0, int64_t d0, int64_t n)
 {
-	for (int s = 0; s < kv->cfg.sources; s++) {
-		size_t rows = (size_t)(TF_KV_PAGE / kv->cfg.ratio[s]);
-		memcpy(kv->pool[s] + (size_t)dst * rows * kv->pool_bytes,
-		       kv->pool[s] + (size_t)src * rows * kv->pool_bytes, rows * kv->pool_bytes);
-		memcpy(kv->ik[s] + (size_t)dst * rows * kv->ik_bytes,
-		       kv->ik[s] + (size_t)src * rows * kv->ik_bytes, rows * kv->ik_bytes);
+	struct tf_tensor a = tf_tensor_rows_of(t, r0, n), b = tf_tensor_rows_of(t, d0, n);
+	return kv->be->ops->rows_copy(kv->be, &a, NULL, &b, NULL);
+}
+
+static tf_status page_copy(struct tf_kv *kv, int32_t dst, int32_t src)
+{
+	tf_status st = TF_OK;
+	for (int s = 0; s < kv->cfg.sources && !st; s++) {
+		int64_t rows = TF_KV_PAGE / kv->cfg.ratio[s];
+		if (!(st = move_rows(kv, &kv->st.pool[s], src * rows, dst * rows, rows)))
+			st = move_rows(kv, &kv->st.ik[s], src * rows, dst * rows, rows);
 	}
+	return st;
+}
+
+/* Hand sequence seq's page table to the store's copy. */
+static tf_status pt_sync(struct tf_kv *kv, int seq)
+{
+	struct tf_tensor row = tf_tensor_rows_of(&kv->st.pt, seq, 1);
+	return kv->be->ops->upload(kv->be, &row, kv->seqs[seq].pt);
 }
 
 static struct seq *seq_of(const struct tf_kv *kv, int seq)
@@ -217,7 +267,7 @@ tf_status tf_kv_reserve(struct tf_kv *kv, int seq, int64_t n)
 		q->pt[i] = page_take(kv);
 	if (n > q->reserved)
 		q->reserved = n;
-	return TF_OK;
+	return need > have ? pt_sync(kv, seq) : TF_OK;
 }
 
 int64_t tf_kv_len(const struct tf_kv *kv, int seq)
@@ -254,6 +304,17 @@ tf_status tf_kv_rollback(struct tf_kv *kv, int seq, int64_t pos)
 	return TF_OK;
 }
 
+/* The ring rows of one slot, and its carry rows. */
+static int64_t ring_rows(const struct tf_kv *kv)
+{
+	return (int64_t)(kv->cfg.layers ? kv->cfg.layers : 1) * TF_KV_RING;
+}
+
+static int64_t carry_rows(const struct tf_kv *kv)
+{
+	return (int64_t)(kv->cfg.sources ? kv->cfg.sources : 1) * TF_KV_CARRY * 2;
+}
+
 tf_status tf_kv_fork(struct tf_kv *kv, int src, int *dst)
 {
 	struct seq *a = seq_of(kv, src);
@@ -272,107 +333,150 @@ tf_status tf_kv_fork(struct tf_kv *kv, int src, int *dst)
 		b->pt[i] = a->pt[i];
 		kv->refs[a->pt[i]]++;
 	}
-	if (n > full) {
+	if (n > full)
 		b->pt[full] = page_take(kv);
-		page_copy(kv, b->pt[full], a->pt[full]);
-	}
 	b->len = b->reserved = a->len;
-	memcpy(b->ring, a->ring, (size_t)kv->cfg.layers * TF_KV_RING * kv->win_bytes);
-	memcpy(b->carry, a->carry,
-	       (size_t)kv->cfg.sources * TF_KV_CARRY * 2 * (size_t)kv->cfg.dim * sizeof(float));
+	if ((n > full && (st = page_copy(kv, b->pt[full], a->pt[full]))) ||
+	    (st = move_rows(kv, &kv->st.ring, src * ring_rows(kv), d * ring_rows(kv), ring_rows(kv))) ||
+	    (st = move_rows(kv, &kv->st.carry, src * carry_rows(kv), d * carry_rows(kv),
+			    carry_rows(kv))) ||
+	    (n && (st = pt_sync(kv, d)))) {
+		tf_kv_close(kv, d);
+		return st;
+	}
 	*dst = d;
 	return TF_OK;
 }
 
-void tf_kv_window_put(struct tf_kv *kv, int seq, int layer, int64_t pos, const float *row)
+int64_t tf_kv_window_row(const struct tf_kv *kv, int seq, int layer, int64_t pos)
 {
-	struct seq *q = &kv->seqs[seq];
-	uint8_t *r = q->ring + ((size_t)layer * TF_KV_RING + (size_t)(pos % TF_KV_RING)) * kv->win_bytes;
-	tf_kv_row_encode(kv->cfg.window_fmt, row, kv->cfg.dim, kv->cfg.rope, r);
+	return (int64_t)seq * ring_rows(kv) + (int64_t)layer * TF_KV_RING + pos % TF_KV_RING;
 }
 
-void tf_kv_window_get(const struct tf_kv *kv, int seq, int layer, int64_t pos, float *row)
+int64_t tf_kv_carry_row(const struct tf_kv *kv, int seq, int src, int64_t pos)
 {
-	const struct seq *q = &kv->seqs[seq];
-	const uint8_t *r =
-		q->ring + ((size_t)layer * TF_KV_RING + (size_t)(pos % TF_KV_RING)) * kv->win_bytes;
-	tf_kv_row_decode(kv->cfg.window_fmt, r, kv->cfg.dim, kv->cfg.rope, row);
+	return (int64_t)seq * carry_rows(kv) + ((int64_t)src * TF_KV_CARRY + (pos / 2) % TF_KV_CARRY) * 2;
 }
 
-/* The bytes of pool row w of src (ik selects the index-key region); on a
- * put, a shared page is copied first. NULL with a status in *st. */
-static uint8_t *row_at(struct tf_kv *kv, int seq, int src, int64_t w, int ik, int put,
-		       tf_status *st)
+int tf_kv_page_rows(const struct tf_kv *kv, int src)
+{
+	return TF_KV_PAGE / kv->cfg.ratio[src];
+}
+
+struct tf_tensor tf_kv_page_table(struct tf_kv *kv, int seq)
+{
+	struct tf_tensor row = tf_tensor_rows_of(&kv->st.pt, seq, 1);
+	return tf_tensor_view(&row, 1, kv->max_pages ? kv->max_pages : (int64_t)1);
+}
+
+tf_status tf_kv_pool_row(struct tf_kv *kv, int seq, int src, int64_t w, int put, int32_t *row)
 {
 	struct seq *q = seq_of(kv, seq);
-	*st = TF_OK;
-	if (!q || src < 0 || src >= kv->cfg.sources || w < 0) {
-		*st = tf_err(TF_ERR_ARG, "kv: sequence %d source %d row %lld", seq, src,
-			     (long long)w);
-		return NULL;
-	}
+	*row = -1;
+	if (!q || src < 0 || src >= kv->cfg.sources || w < 0)
+		return tf_err(TF_ERR_ARG, "kv: sequence %d source %d row %lld", seq, src,
+			      (long long)w);
 	int r = kv->cfg.ratio[src];
 	int64_t pos = w * r, page = pos / TF_KV_PAGE, rows = TF_KV_PAGE / r;
-	if (pos >= q->reserved) {
-		*st = tf_err(TF_ERR_RANGE, "kv: row %lld of source %d is past the reserved %lld positions",
-			     (long long)w, src, (long long)q->reserved);
-		return NULL;
-	}
+	if (pos >= q->reserved)
+		return tf_err(TF_ERR_RANGE, "kv: row %lld of source %d is past the reserved %lld positions",
+			      (long long)w, src, (long long)q->reserved);
 	int32_t p = q->pt[page];
 	if (put && kv->refs[p] > 1) { /* copy on write */
 		int32_t np = page_take(kv);
-		if (np < 0) {
-			*st = tf_err(TF_ERR_UNAVAILABLE, "kv: no free page to copy a shared one");
-			return NULL;
-		}
-		page_copy(kv, np, p);
+		if (np < 0)
+			return tf_err(TF_ERR_UNAVAILABLE, "kv: no free page to copy a shared one");
+		tf_status st = page_copy(kv, np, p);
 		page_drop(kv, p);
 		q->pt[page] = p = np;
+		if (st || (st = pt_sync(kv, seq)))
+			return st;
 	}
-	size_t bytes = ik ? kv->ik_bytes : kv->pool_bytes;
-	uint8_t *base = ik ? kv->ik[src] : kv->pool[src];
-	return base + ((size_t)p * (size_t)rows + (size_t)(w % rows)) * bytes;
+	*row = (int32_t)((int64_t)p * rows + w % rows);
+	return TF_OK;
+}
+
+/* ---- single rows from the host (tests and tools; each is a round trip) ---- */
+
+/* Quantise one host row into row `at` of cache, or read it back. */
+static tf_status row_io(struct tf_kv *kv, const struct tf_rowfmt *f, struct tf_tensor *cache,
+			int64_t at, float *row, int put)
+{
+	struct tf_be *be = kv->be;
+	struct tf_tensor x = {0}, idx = {0};
+	int32_t i32 = (int32_t)at;
+	tf_status st;
+	if (!(st = tf_be_tensor(be, &x, TF_DT_F32, 2, (int64_t)1, (int64_t)f->dim)) &&
+	    !(st = tf_be_tensor(be, &idx, TF_DT_I32, 1, (int64_t)1)) &&
+	    !(st = be->ops->upload(be, &idx, &i32))) {
+		if (put && !(st = be->ops->upload(be, &x, row)))
+			st = be->ops->cache_write(be, f, &x, &idx, cache);
+		else if (!put && !(st = be->ops->cache_read(be, f, cache, &idx, &x)))
+			st = be->ops->download(be, &x, row);
+	}
+	be->ops->release(be, &x);
+	be->ops->release(be, &idx);
+	return st;
+}
+
+tf_status tf_kv_window_put(struct tf_kv *kv, int seq, int layer, int64_t pos, const float *row)
+{
+	return row_io(kv, &kv->st.win, &kv->st.ring, tf_kv_window_row(kv, seq, layer, pos),
+		      (float *)row, 1);
+}
+
+tf_status tf_kv_window_get(struct tf_kv *kv, int seq, int layer, int64_t pos, float *row)
+{
+	return row_io(kv, &kv->st.win, &kv->st.ring, tf_kv_window_row(kv, seq, layer, pos), row, 0);
+}
+
+/* Pool rows (ik 0) or index keys (ik 1) from the host. */
+static tf_status pool_io(struct tf_kv *kv, int seq, int src, int64_t w, float *row, int ik, int put)
+{
+	int32_t at;
+	tf_status st = tf_kv_pool_row(kv, seq, src, w, put, &at);
+	if (st)
+		return st;
+	return ik ? row_io(kv, &kv->st.ik_row, &kv->st.ik[src], at, row, put)
+		  : row_io(kv, &kv->st.pool_row, &kv->st.pool[src], at, row, put);
 }
 
 tf_status tf_kv_pool_put(struct tf_kv *kv, int seq, int src, int64_t w, const float *row)
 {
-	tf_status st;
-	uint8_t *r = row_at(kv, seq, src, w, 0, 1, &st);
-	if (r)
-		tf_kv_row_encode(kv->cfg.pool_fmt, row, kv->cfg.dim, kv->cfg.rope, r);
-	return st;
+	return pool_io(kv, seq, src, w, (float *)row, 0, 1);
 }
 
-tf_status tf_kv_pool_get(const struct tf_kv *kv, int seq, int src, int64_t w, float *row)
+tf_status tf_kv_pool_get(struct tf_kv *kv, int seq, int src, int64_t w, float *row)
 {
-	tf_status st;
-	uint8_t *r = row_at((struct tf_kv *)kv, seq, src, w, 0, 0, &st);
-	if (r)
-		tf_kv_row_decode(kv->cfg.pool_fmt, r, kv->cfg.dim, kv->cfg.rope, row);
-	return st;
+	return pool_io(kv, seq, src, w, row, 0, 0);
 }
 
 tf_status tf_kv_ik_put(struct tf_kv *kv, int seq, int src, int64_t w, const float *key)
 {
-	tf_status st;
-	uint8_t *r = row_at(kv, seq, src, w, 1, 1, &st);
-	if (r)
-		tf_kv_ik_encode(kv->cfg.index_fmt, key, kv->cfg.index_dim, r);
-	return st;
+	return pool_io(kv, seq, src, w, (float *)key, 1, 1);
 }
 
-tf_status tf_kv_ik_get(const struct tf_kv *kv, int seq, int src, int64_t w, float *key)
+tf_status tf_kv_ik_get(struct tf_kv *kv, int seq, int src, int64_t w, float *key)
 {
-	tf_status st;
-	uint8_t *r = row_at((struct tf_kv *)kv, seq, src, w, 1, 0, &st);
-	if (r)
-		tf_kv_ik_decode(kv->cfg.index_fmt, r, kv->cfg.index_dim, key);
-	return st;
+	return pool_io(kv, seq, src, w, key, 1, 0);
 }
 
-float *tf_kv_carry(struct tf_kv *kv, int seq, int src, int64_t pos)
+/* The carry rows u, g of the group starting at pos, to or from the host. */
+static tf_status carry_io(struct tf_kv *kv, int seq, int src, int64_t pos, float *ug, int put)
 {
-	struct seq *q = &kv->seqs[seq];
-	size_t slot = (size_t)src * TF_KV_CARRY + (size_t)((pos / 2) % TF_KV_CARRY);
-	return q->carry + slot * 2 * (size_t)kv->cfg.dim;
+	struct tf_be *be = kv->be;
+	struct tf_tensor rows = tf_tensor_rows_of(&kv->st.carry, tf_kv_carry_row(kv, seq, src, pos), 2);
+	if (!seq_of(kv, seq) || src < 0 || src >= kv->cfg.sources)
+		return tf_err(TF_ERR_ARG, "kv: carry of sequence %d source %d", seq, src);
+	return put ? be->ops->upload(be, &rows, ug) : be->ops->download(be, &rows, ug);
+}
+
+tf_status tf_kv_carry_put(struct tf_kv *kv, int seq, int src, int64_t pos, const float *ug)
+{
+	return carry_io(kv, seq, src, pos, (float *)ug, 1);
+}
+
+tf_status tf_kv_carry_get(struct tf_kv *kv, int seq, int src, int64_t pos, float *ug)
+{
+	return carry_io(kv, seq, src, pos, ug, 0);
 }

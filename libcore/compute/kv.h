@@ -13,7 +13,9 @@
  *    scale, 132 B, or bf16);
  *  - for each ratio-2 source, the fp32 [u|g] rows of group starts (the
  *    compressor's carry, spec §6), a ring of 128 groups.
- * Rows are quantised when written and dequantised when read.
+ * Rows are quantised when written and dequantised when read, by the ops
+ * of the backend the cache lives on; the host keeps only the bookkeeping
+ * (which pages each sequence owns, reference counts, lengths).
  *
  * Sequences fork (full pages shared by reference count, the partial last
  * page copied, rings and carries copied) and roll back to a position (pages
@@ -30,6 +32,7 @@
 
 #include "base/status.h"
 #include "compute/kvrow.h"
+#include "compute/ops.h"
 
 #define TF_KV_PAGE 256      /* positions per page */
 #define TF_KV_RING 256      /* window ring rows per layer */
@@ -54,14 +57,31 @@ struct tf_kv_config {
 };
 
 struct tf_kv;
+struct tf_be;
 
-/* A cache for cfg (validated: TF_ERR_CONFIG naming the bad field). The
- * caller frees with tf_kv_free. */
-tf_status tf_kv_new(const struct tf_kv_config *cfg, struct tf_kv **out);
+/* The cache's memory: tensors of the backend it was made on (host memory
+ * on the CPU, device memory on CUDA), written and read only by that
+ * backend's ops (cache_write, cache_read, rows_copy, page_rows). Rows are
+ * addressed by the row functions below. */
+struct tf_kv_store {
+	struct tf_tensor ring;                /* u8 [slots * layers * TF_KV_RING, win bytes] */
+	struct tf_tensor pool[TF_KV_MAX_SRC]; /* u8 [pages * TF_KV_PAGE / r, pool bytes] */
+	struct tf_tensor ik[TF_KV_MAX_SRC];   /* u8 [pages * TF_KV_PAGE / r, key bytes] */
+	struct tf_tensor carry;               /* f32 [slots * sources * TF_KV_CARRY * 2, dim]:
+					       * u then g of each ratio-2 group start */
+	struct tf_tensor pt;                  /* i32 [slots, max pages]: the page tables */
+	struct tf_rowfmt win, pool_row, ik_row;
+};
+
+/* A cache for cfg on backend be (validated: TF_ERR_CONFIG naming the bad
+ * field; be borrowed, it outlives the cache). The caller frees with
+ * tf_kv_free. */
+tf_status tf_kv_new(struct tf_be *be, const struct tf_kv_config *cfg, struct tf_kv **out);
 void tf_kv_free(struct tf_kv *kv);
 const struct tf_kv_config *tf_kv_config(const struct tf_kv *kv);
-
-
+/* The store (borrowed, valid until tf_kv_free) and its backend. */
+struct tf_kv_store *tf_kv_store(struct tf_kv *kv);
+struct tf_be *tf_kv_backend(const struct tf_kv *kv);
 
 /* Open an empty sequence in a free slot (*seq its id); TF_ERR_UNAVAILABLE
  * when every slot is taken. Close releases its pages and slot. */
@@ -83,23 +103,35 @@ tf_status tf_kv_rollback(struct tf_kv *kv, int seq, int64_t pos);
 /* Free pages in the pool. */
 int64_t tf_kv_free_pages(const struct tf_kv *kv);
 
-/* The window row of `layer` at position pos: dim fp32 values in, quantised;
- * out dequantised. seq must be open and layer < layers (not checked: the
- * forward's inner loop). Reading a position the ring no longer holds (older
- * than len - ring) or never wrote gives what the slot holds: callers read
- * only p - window + 1 .. p. */
-void tf_kv_window_put(struct tf_kv *kv, int seq, int layer, int64_t pos, const float *row);
-void tf_kv_window_get(const struct tf_kv *kv, int seq, int layer, int64_t pos, float *row);
-/* Pool row w of source src (positions w*r .. w*r+r-1), and its index key.
- * Puts need the page reserved (TF_ERR_RANGE otherwise) and copy a shared
- * page first (TF_ERR_UNAVAILABLE when no page is free for that). */
+/* Row addresses (host arithmetic over the host's bookkeeping; seq open,
+ * layer and src in range: not checked). The ring row of `layer` at pos
+ * (slot pos mod TF_KV_RING of the sequence's ring: callers read only p -
+ * window + 1 .. p); the carry row of u for the ratio-2 group starting at
+ * even pos (g is the next row); the pool and index-key rows of a page
+ * (TF_KV_PAGE / r); and the sequence's page table in the store, i32
+ * [max pages] (a view). */
+int64_t tf_kv_window_row(const struct tf_kv *kv, int seq, int layer, int64_t pos);
+int64_t tf_kv_carry_row(const struct tf_kv *kv, int seq, int src, int64_t pos);
+int tf_kv_page_rows(const struct tf_kv *kv, int src);
+struct tf_tensor tf_kv_page_table(struct tf_kv *kv, int seq);
+/* The physical row of pool row w of source src (positions w*r ..
+ * w*r+r-1), which is also its index key's row. put: the row is about to be
+ * written, so a shared page is copied first (by backend ops; TF_ERR_UNAVAILABLE
+ * when no page is free for that). TF_ERR_RANGE past the reserved room. */
+tf_status tf_kv_pool_row(struct tf_kv *kv, int seq, int src, int64_t w, int put, int32_t *row);
+
+/* Single rows to and from host memory, quantised and dequantised by the
+ * backend's ops: for tests and tools (each call is a round trip through
+ * the backend; the forward moves rows with ops instead). The window row
+ * of layer at pos; pool row w of source src and its index key; the fp32
+ * [u|g] carry (2*dim values) of the ratio-2 group starting at even pos. */
+tf_status tf_kv_window_put(struct tf_kv *kv, int seq, int layer, int64_t pos, const float *row);
+tf_status tf_kv_window_get(struct tf_kv *kv, int seq, int layer, int64_t pos, float *row);
 tf_status tf_kv_pool_put(struct tf_kv *kv, int seq, int src, int64_t w, const float *row);
-tf_status tf_kv_pool_get(const struct tf_kv *kv, int seq, int src, int64_t w, float *row);
+tf_status tf_kv_pool_get(struct tf_kv *kv, int seq, int src, int64_t w, float *row);
 tf_status tf_kv_ik_put(struct tf_kv *kv, int seq, int src, int64_t w, const float *key);
-tf_status tf_kv_ik_get(const struct tf_kv *kv, int seq, int src, int64_t w, float *key);
-/* The fp32 [u|g] carry (2*dim values) of the ratio-2 group starting at even
- * position pos of source src (seq open, src < sources: not checked);
- * borrowed, valid until the sequence closes. */
-float *tf_kv_carry(struct tf_kv *kv, int seq, int src, int64_t pos);
+tf_status tf_kv_ik_get(struct tf_kv *kv, int seq, int src, int64_t w, float *key);
+tf_status tf_kv_carry_put(struct tf_kv *kv, int seq, int src, int64_t pos, const float *ug);
+tf_status tf_kv_carry_get(struct tf_kv *kv, int seq, int src, int64_t pos, float *ug);
 
 #endif

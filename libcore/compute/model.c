@@ -88,21 +88,20 @@ static tf_status hist_put(struct tf_model *m, int seq, int64_t pos, int32_t id)
 /* The rows of the rank's columns [c0, c1) for R rows: from the pack's
  * table, or from the rank's shard in one batch. */
 static tf_status engram_rows(void *ctx, uint32_t layer, int R, const int32_t *ids,
-			     const int64_t *pos, const int *seq, struct tf_tensor *rows,
-			     uint8_t *blocked)
+			     const int64_t *pos, const int *seq, int64_t width, int64_t stride,
+			     uint16_t *out, uint8_t *blocked)
 {
 	struct tf_model *m = ctx;
 	const struct tf_config *c = &m->c;
 	int li = tf_config_engram_index(c, layer);
 	uint32_t n = m->c1 - m->c0, hd = c->engram_head_dim;
-	if (li < 0 || hd > TF_ENGRAM_ROW_VALUES || tf_tensor_cols(rows) != (int64_t)n * hd)
+	if (li < 0 || hd > TF_ENGRAM_ROW_VALUES || width != (int64_t)n * hd || stride < width)
 		return tf_err(TF_ERR_INTERNAL, "model: Engram rows for layer %u", layer);
 	size_t nrow = (size_t)R * n;
 	int64_t r64[TF_ENGRAM_MAX_LAYERS * TF_ENGRAM_MAX_COLS];
 	uint64_t *want = malloc((nrow ? nrow : 1) * sizeof *want);
 	uint8_t *raw = malloc((nrow ? nrow : 1) * TF_ENGRAM_ROW_BYTES);
 	uint16_t vals[TF_ENGRAM_ROW_VALUES];
-	uint16_t *out = rows->data;
 	const struct tf_pack_tensor *t = m->table[li];
 	tf_status st = TF_OK;
 	if (!want || !raw) {
@@ -133,7 +132,7 @@ static tf_status engram_rows(void *ctx, uint32_t layer, int R, const int32_t *id
 	}
 	for (size_t i = 0; i < nrow && !st; i++) {
 		tf_engram_rows_decode(raw + i * TF_ENGRAM_ROW_BYTES, 1, vals);
-		memcpy(out + i * hd, vals, hd * sizeof *vals);
+		memcpy(out + (int64_t)(i / n) * stride + (int64_t)(i % n) * hd, vals, hd * sizeof *vals);
 	}
 out:
 	free(want);
@@ -219,7 +218,7 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 	kc.window_fmt = o.window_fmt;
 	kc.pool_fmt = o.pool_fmt;
 	kc.index_fmt = o.index_fmt;
-	if ((st = tf_cpu_be_new(o.threads, &m->be)) || (st = tf_kv_new(&kc, &m->kv)) ||
+	if ((st = tf_cpu_be_new(o.threads, &m->be)) || (st = tf_kv_new(m->be, &kc, &m->kv)) ||
 	    (st = tf_fwd_new_tp(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, m->comm,
 				&m->fwd)))
 		goto fail;

@@ -119,6 +119,13 @@ struct tf_ops {
 					 const struct tf_tensor *offsets, const struct tf_tensor *x,
 					 struct tf_tensor *y);
 
+	/* The same for dense experts (test packs): w[0..n_experts) are the
+	 * experts' [N, K] weights (as linear takes them). */
+	tf_status (*linear_experts)(struct tf_be *be, const struct tf_tensor *w, int n_experts,
+				    const struct tf_tensor *expert_ids,
+				    const struct tf_tensor *offsets, const struct tf_tensor *x,
+				    struct tf_tensor *y);
+
 	/* Embedding rows of a vocab slice (spec §2): ids int32 [R]; table
 	 * [V_local, D] bf16 holding ids vocab_lo..vocab_lo+V_local-1; out
 	 * [R, C, D] bf16 gets the row copied to each of its C copies (the four

@@ -155,7 +155,7 @@ START_TEST(markov_bias_by_hand)
 	struct tf_kv_config kc;
 	ck_assert_int_eq(tf_cpu_be_new(1, &be), TF_OK);
 	tf_fwd_kv_config(&c, 2, 1, 16, &kc);
-	ck_assert_int_eq(tf_kv_new(&kc, &kv), TF_OK);
+	ck_assert_int_eq(tf_kv_new(be, &kc, &kv), TF_OK);
 	float *ones = malloc(sizeof(float) * (size_t)D);
 	for (int64_t i = 0; i < D; i++)
 		ones[i] = 1;

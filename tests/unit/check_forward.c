@@ -26,7 +26,7 @@ static void rig_open(struct rig *g, struct model *m, int slots)
 	struct tf_kv_config kc;
 	ck_assert_int_eq(tf_cpu_be_new(2, &g->be), TF_OK);
 	tf_fwd_kv_config(&m->c, 16, slots, 512, &kc);
-	ck_assert_int_eq(tf_kv_new(&kc, &g->kv), TF_OK);
+	ck_assert_int_eq(tf_kv_new(g->be, &kc, &g->kv), TF_OK);
 	ck_assert_int_eq(tf_fwd_new(g->be, &m->c, &m->w, g->kv, engram_rows, NULL, &g->f), TF_OK);
 }
 
@@ -243,7 +243,7 @@ START_TEST(long_prefill_in_one_call)
 	struct tf_kv_config kc;
 	ck_assert_int_eq(tf_cpu_be_new(2, &be), TF_OK);
 	tf_fwd_kv_config(&m->c, 8, 2, 1024, &kc);
-	ck_assert_int_eq(tf_kv_new(&kc, &kv), TF_OK);
+	ck_assert_int_eq(tf_kv_new(be, &kc, &kv), TF_OK);
 	ck_assert_int_eq(tf_fwd_new(be, &m->c, &m->w, kv, engram_rows, NULL, &f), TF_OK);
 	int a, b;
 	ck_assert_int_eq(tf_kv_open(kv, &a), TF_OK);
@@ -282,7 +282,7 @@ START_TEST(bad_weights_refused)
 	struct tf_kv_config kc;
 	ck_assert_int_eq(tf_cpu_be_new(1, &be), TF_OK);
 	tf_fwd_kv_config(&m->c, 2, 1, 256, &kc);
-	ck_assert_int_eq(tf_kv_new(&kc, &kv), TF_OK);
+	ck_assert_int_eq(tf_kv_new(be, &kc, &kv), TF_OK);
 	void *save = m->layers[2].comp_wkv.w.data;
 	m->layers[2].comp_wkv.w.data = NULL;
 	ck_assert_int_eq(tf_fwd_new(be, &m->c, &m->w, kv, engram_rows, NULL, &f), TF_ERR_ARG);

@@ -477,8 +477,7 @@ static void engram_ref(const struct tf_config *c, const struct tf_fwd_layer *l, 
 	uint8_t blocked;
 	int64_t pos = t;
 	int seq = 0;
-	struct tf_tensor rows = tf_tensor_make(rb, TF_DT_BF16, 2, (int64_t)1, width);
-	engram_rows(NULL, L, 1, &id, &pos, &seq, &rows, &blocked);
+	engram_rows(NULL, L, 1, &id, &pos, &seq, width, width, rb, &blocked);
 	double rv[4096], *kv = malloc(sizeof(double) * (S + 1) * D);
 	for (int64_t j = 0; j < width; j++)
 		rv[j] = tf_bf16_to_f32(rb[j]);
@@ -796,7 +795,7 @@ static int compare(uint64_t seed, int keep_all, int strict)
 	ck_assert_int_eq(tf_cpu_be_new(2, &be), TF_OK);
 	tf_fwd_kv_config(c, 4, 1, 256, &kc);
 	kc.window_fmt = kc.pool_fmt = kc.index_fmt = TF_KV_BF16;
-	ck_assert_int_eq(tf_kv_new(&kc, &kv), TF_OK);
+	ck_assert_int_eq(tf_kv_new(be, &kc, &kv), TF_OK);
 	ck_assert_int_eq(tf_fwd_new(be, c, &m->w, kv, engram_rows, NULL, &f), TF_OK);
 	int s;
 	ck_assert_int_eq(tf_kv_open(kv, &s), TF_OK);

@@ -131,6 +131,21 @@ START_TEST(row_formats)
 }
 END_TEST
 
+/* The CPU backend every cache of this suite lives on (a checked fixture:
+ * made and freed in each test's process). */
+static struct tf_be *kv_be;
+
+static void be_up(void)
+{
+	ck_assert_int_eq(tf_cpu_be_new(1, &kv_be), TF_OK);
+}
+
+static void be_down(void)
+{
+	tf_be_free(kv_be);
+	kv_be = NULL;
+}
+
 static struct tf_kv *small_cache(void)
 {
 	struct tf_kv_config c = {.layers = 2, .dim = 128, .rope = 64, .index_dim = 32,
@@ -138,7 +153,7 @@ static struct tf_kv *small_cache(void)
 				 .pool_fmt = TF_KV_FP8, .index_fmt = TF_KV_FP8, .pages = 8,
 				 .slots = 3, .max_positions = 2048};
 	struct tf_kv *kv;
-	ck_assert_int_eq(tf_kv_new(&c, &kv), TF_OK);
+	ck_assert_int_eq(tf_kv_new(kv_be, &c, &kv), TF_OK);
 	return kv;
 }
 
@@ -181,8 +196,9 @@ START_TEST(pool_fork_rollback)
 		fill(v, 128, 9000 + p);
 		tf_kv_window_put(kv, a, 1, p, v);
 	}
-	fill(v, 128, 77);
-	memcpy(tf_kv_carry(kv, a, 0, 598), v, 128 * sizeof(float));
+	float ug[256], ug_got[256];
+	fill(ug, 256, 77);
+	ck_assert_int_eq(tf_kv_carry_put(kv, a, 0, 598, ug), TF_OK);
 	ck_assert_int_eq(tf_kv_commit(kv, a, 600), TF_OK);
 	fill(v, 128, 1);
 	ck_assert_int_eq(tf_kv_pool_put(kv, a, 0, 300, v), TF_ERR_RANGE); /* past reserved */
@@ -201,8 +217,8 @@ START_TEST(pool_fork_rollback)
 		tf_kv_window_get(kv, b, 1, p, got);
 		expect_row(got, 9000 + p);
 	}
-	fill(v, 128, 77);
-	ck_assert(!memcmp(tf_kv_carry(kv, b, 0, 598), v, 128 * sizeof(float)));
+	ck_assert_int_eq(tf_kv_carry_get(kv, b, 0, 598, ug_got), TF_OK);
+	ck_assert(!memcmp(ug_got, ug, sizeof ug));
 	/* the child writes into a shared page: copied, the parent unchanged */
 	fill(v, 128, 4242);
 	ck_assert_int_eq(tf_kv_pool_put(kv, b, 1, 10, v), TF_OK);
@@ -254,13 +270,13 @@ START_TEST(slots_and_config)
 	tf_kv_free(kv);
 	struct tf_kv_config bad = {.layers = 1, .dim = 100, .rope = 101, .window = 128,
 				   .slots = 1, .max_positions = 16};
-	ck_assert_int_eq(tf_kv_new(&bad, &kv), TF_ERR_CONFIG);
+	ck_assert_int_eq(tf_kv_new(kv_be, &bad, &kv), TF_ERR_CONFIG);
 	bad.dim = 128;
 	bad.sources = 1;
 	bad.ratio[0] = 4;
 	bad.index_dim = 32;
 	bad.pages = 1;
-	ck_assert_int_eq(tf_kv_new(&bad, &kv), TF_ERR_CONFIG);
+	ck_assert_int_eq(tf_kv_new(kv_be, &bad, &kv), TF_ERR_CONFIG);
 }
 END_TEST
 
@@ -274,7 +290,7 @@ START_TEST(bf16_rows)
 	struct tf_kv *kv;
 	int s;
 	float v[128], got[128];
-	ck_assert_int_eq(tf_kv_new(&c, &kv), TF_OK);
+	ck_assert_int_eq(tf_kv_new(kv_be, &c, &kv), TF_OK);
 	ck_assert_int_eq(tf_kv_open(kv, &s), TF_OK);
 	ck_assert_int_eq(tf_kv_reserve(kv, s, 300), TF_OK);
 	for (int i = 0; i < 128; i++)
@@ -299,6 +315,7 @@ Suite *suite_kv(void)
 {
 	Suite *s = suite_create("kv");
 	TCase *tc = tcase_create("kv");
+	tcase_add_checked_fixture(tc, be_up, be_down);
 	tcase_add_test(tc, e4m3_codes);
 	tcase_add_test(tc, e2m1_codes);
 	tcase_add_test(tc, row_formats);

@@ -141,13 +141,12 @@ static inline void unbuild(struct model *m)
 /* Test Engram rows: a fixed function of the row's token and position;
  * every 7th token is blocked. */
 static inline tf_status engram_rows(void *ctx, uint32_t layer, int R, const int32_t *ids,
-			     const int64_t *pos, const int *seq, struct tf_tensor *rows,
-			     uint8_t *blocked)
+			     const int64_t *pos, const int *seq, int64_t width, int64_t stride,
+			     uint16_t *rows, uint8_t *blocked)
 {
-	int64_t width = tf_tensor_cols(rows);
 	for (int r = 0; r < R; r++) {
 		for (int64_t j = 0; j < width; j++)
-			((uint16_t *)rows->data)[r * width + j] =
+			rows[r * stride + j] =
 				tf_f32_to_bf16((float)sin(ids[r] * 0.37 + j * 0.11 + pos[r] * 0.013 + layer));
 		blocked[r] = ids[r] % 7 == 0;
 	}
