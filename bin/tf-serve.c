@@ -18,7 +18,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "compute/model.h"
-#include "engine/cpu.h"
+#include "engine/model_backend.h"
 #include "engine/engine.h"
 #include "engine/planner.h"
 #include "engine/prefix.h"
@@ -220,11 +220,11 @@ int main(int argc, char **argv)
 	uint8_t *drawable = NULL;
 	if (!stub && (st = tf_family_drawable(&family, tf_model_config(cpu_model)->vocab, &drawable)))
 		tf_die_status(st, "cannot read the tokenizer's ids");
-	struct tf_engine_cpu_opts co = {.cache_entries = (uint32_t)prefix_cache, .drawable = drawable};
+	struct tf_engine_model_opts co = {.cache_entries = (uint32_t)prefix_cache, .drawable = drawable};
 	struct tf_engine_backend be;
 	struct tf_planner pl;
 	struct tf_engine *engine;
-	st = stub ? tf_stub_new(&sc, &be) : tf_engine_cpu_new(cpu_model, family.eos, &co, &be);
+	st = stub ? tf_stub_new(&sc, &be) : tf_engine_model_new(cpu_model, family.eos, &co, &be);
 	if (st || (st = tf_planner_default(&pc, &pl)))
 		tf_die_status(st, "cannot set up the engine");
 	free(drawable);

@@ -118,6 +118,19 @@ tf_status cpu_sample(struct tf_be *be, const struct tf_tensor *logits,
 		     int32_t *tokens);
 
 /* Op entry points by file, so cpu.c can fill the table. */
+/* cpu_dense.c */
+tf_status cpu_convert(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *y);
+tf_status cpu_linear(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
+		     struct tf_tensor *y);
+tf_status cpu_linear_experts(struct tf_be *be, const struct tf_tensor *w, int n_experts,
+			     const struct tf_tensor *expert_ids, const struct tf_tensor *offsets,
+			     const struct tf_tensor *x, struct tf_tensor *y);
+tf_status cpu_embed(struct tf_be *be, const struct tf_tensor *table, int64_t vocab_lo,
+		    const struct tf_tensor *ids, struct tf_tensor *out);
+tf_status cpu_rmsnorm(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
+		      float eps, struct tf_tensor *y);
+tf_status cpu_rope(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *pos,
+		   const struct tf_rope_freqs *rf, int inverse, struct tf_tensor *y);
 tf_status cpu_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *w,
 			  const struct tf_tensor *x, struct tf_tensor *y);
 tf_status cpu_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer *experts,

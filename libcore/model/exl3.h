@@ -135,7 +135,7 @@ void tf_exl3_had128(float *x);
 /* Apply tf_exl3_had128 to each 128-block of x[0..len); len % 128 == 0. */
 void tf_exl3_had_blocks(float *x, size_t len);
 
-/* ---- GEMV / GEMM (exl3_gemm.c) ---- */
+/* ---- GEMV / GEMM (exl3_matmul.c) ---- */
 
 /* y[rows][N] = x[rows][K] · W (+ bias), f32 in and out, f32 accumulation.
  * x·suh and both Hadamards stay in fp32 (the device kernels round to fp16

@@ -82,7 +82,7 @@ tf_status tf_family_dsv41(const char *pack_dir, struct tf_family *out);
 
 /* Which of the ids 0..n-1 stand for some text: (*out)[id] = 1 when the
  * family's decode gives it at least one byte (special tokens count, as
- * their text). *out is the caller's (free). For tf_engine_cpu_opts's
+ * their text). *out is the caller's (free). For tf_engine_model_opts's
  * drawable: a model's vocabulary may be larger than its tokenizer's. */
 tf_status tf_family_drawable(const struct tf_family *f, uint32_t n, uint8_t **out);
 

@@ -1,4 +1,4 @@
-/* exl3_gemm.c: the reference EXL3 GEMV/GEMM on the CPU, and the dense
+/* exl3_matmul.c: the reference EXL3 GEMV/GEMM on the CPU, and the dense
  * dequantised weight for tests.
  *
  * Math (exl3-format.md §5, from exllamav3_ext/quant/exl3_gemm_kernel.cuh

@@ -1,4 +1,4 @@
-/* cpu.h: the engine backend over the DeepSeek-V4.1 forward on the CPU
+/* model_backend.h: the engine backend over the DeepSeek-V4.1 forward
  * (compute/model.h): one cache sequence per lane, every round's prompt
  * pieces and decode rows in one batched forward, keyed sampling
  * (compute/sample.h) from each row's logits at the position it predicts, so
@@ -17,8 +17,8 @@
  *
  * Log-probabilities (params.logprobs) come from tf_sample_logprobs over
  * the same row of logits the token was drawn from. */
-#ifndef TF_ENGINE_CPU_H
-#define TF_ENGINE_CPU_H
+#ifndef TF_ENGINE_MODEL_BACKEND_H
+#define TF_ENGINE_MODEL_BACKEND_H
 
 #include <stdint.h>
 
@@ -26,7 +26,7 @@
 #include "compute/model.h"
 #include "engine/engine.h"
 
-struct tf_engine_cpu_opts {
+struct tf_engine_model_opts {
 	uint32_t cache_entries; /* prompt prefixes kept at once (0: no prompt cache) */
 	/* [vocab] or NULL: ids with drawable[id] == 0 are never drawn (their
 	 * logits are -inf before sampling and logprobs): the ids the tokenizer
@@ -36,7 +36,7 @@ struct tf_engine_cpu_opts {
 
 /* A backend over model (which it takes over: the engine frees both). eos
  * is the end-of-sequence id, or -1; o NULL takes the defaults (no cache). */
-tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, const struct tf_engine_cpu_opts *o,
+tf_status tf_engine_model_new(struct tf_model *model, int32_t eos, const struct tf_engine_model_opts *o,
 			    struct tf_engine_backend *out);
 
 #endif

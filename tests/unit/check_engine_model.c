@@ -1,4 +1,4 @@
-/* check_engine_cpu.c: the engine over the cpu backend on a tiny synthetic
+/* check_engine_model.c: the engine over the model backend on a tiny synthetic
  * pack: the prompt cache resumes a saved prefix and gives the same tokens
  * and log-probabilities as a fresh run and as an engine without the cache;
  * eviction under slot or page pressure stays correct; log-probabilities are the
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "compute/model.h"
-#include "engine/cpu.h"
+#include "engine/model_backend.h"
 #include "engine/engine.h"
 #include "engine/planner.h"
 #include "engine/prefix.h"
@@ -36,9 +36,9 @@ static struct tf_engine *start_masked(uint32_t entries, int lanes, int64_t pages
 				   .pages = pages};
 	struct tf_model *m;
 	ck_assert_int_eq(tf_model_open(pk.pack, &mo, &m), TF_OK);
-	struct tf_engine_cpu_opts co = {.cache_entries = entries, .drawable = drawable};
+	struct tf_engine_model_opts co = {.cache_entries = entries, .drawable = drawable};
 	struct tf_engine_backend be;
-	ck_assert_int_eq(tf_engine_cpu_new(m, -1, &co, &be), TF_OK);
+	ck_assert_int_eq(tf_engine_model_new(m, -1, &co, &be), TF_OK);
 	struct tf_planner_config pc = {.max_lanes = (uint32_t)lanes, .align = TF_PREFIX_BLOCK};
 	struct tf_planner pl;
 	ck_assert_int_eq(tf_planner_default(&pc, &pl), TF_OK);
@@ -265,9 +265,9 @@ START_TEST(undrawable_ids_are_never_drawn)
 }
 END_TEST
 
-Suite *suite_engine_cpu(void)
+Suite *suite_engine_model(void)
 {
-	Suite *s = suite_create("engine_cpu");
+	Suite *s = suite_create("engine_model");
 	TCase *tc = tcase_create("tiny");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, resumed_prompt_gives_the_same_tokens);

@@ -1,5 +1,5 @@
-/* cpu.c: the engine backend over the CPU forward. */
-#include "engine/cpu.h"
+/* model_backend.c: the engine backend over a model (compute/model.h). */
+#include "engine/model_backend.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -270,7 +270,7 @@ static tf_status keep_drawable(struct cpu *c, const uint8_t *drawable)
 	return TF_OK;
 }
 
-tf_status tf_engine_cpu_new(struct tf_model *model, int32_t eos, const struct tf_engine_cpu_opts *o,
+tf_status tf_engine_model_new(struct tf_model *model, int32_t eos, const struct tf_engine_model_opts *o,
 			    struct tf_engine_backend *out)
 {
 	struct cpu *c = calloc(1, sizeof *c);

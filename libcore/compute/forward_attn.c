@@ -1,0 +1,408 @@
+/* forward_attn.c: the forward's attention (dsv41-forward-spec.md §5-§9):
+ * projections, the window rows, the compressor's pool rows and index keys,
+ * the indexer's selections, the key tables and lists, sparse attention and
+ * the output groups; and the DSpark draft rows' attention (§13). */
+#include <stdlib.h>
+
+#include "compute/forward_impl.h"
+
+/* ---- attention (§5-§9) ---- */
+
+/* §6: the compressor of KV source L: pool rows and index keys of the groups
+ * this call completes; ratio-2 group starts are kept as carries. */
+static tf_status compress(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x)
+{
+	const struct tf_config *c = f->c;
+	const struct tf_fwd_layer *lw = &f->w->layers[L];
+	struct tf_be *be = f->be;
+	struct tf_kv_store *kvs = tf_kv_store(f->kv);
+	int R = f->R, src = fwd_src_index(c, L), r = (int)tf_config_ratio(c, L), mark = f->ntmp;
+	int64_t hd = c->head_dim, Di = c->index_dim;
+	struct tf_tensor *u, *g = NULL, *U, *G = NULL, *lat, *P, *k, *kn, *ik, *wp;
+	int32_t *cu = fwd_i32s(R), *cg = fwd_i32s(R), *hx = fwd_i32s(R), *hy = fwd_i32s(R), *wpos = fwd_i32s(R);
+	int32_t *prow = fwd_i32s(R);
+	tf_status st = cu && cg && hx && hy && wpos && prow ? TF_OK : fwd_nomem();
+	if (st || (st = fwd_tmp(f, &u, TF_DT_F32, 2, R, hd, 1)) || (st = fwd_lin(f, &lw->comp_wkv, x, u)))
+		goto out;
+	if (r == 2 && ((st = fwd_tmp(f, &g, TF_DT_F32, 2, R, hd, 1)) ||
+		       (st = fwd_lin(f, &lw->comp_wgate, x, g))))
+		goto out;
+	int E = 0;
+	for (int i = 0; i < R; i++) { /* a group start keeps [u|g] as the carry of p + 1 */
+		int64_t p = f->pos[i];
+		int64_t cr = r == 2 && p % 2 == 0 ? tf_kv_carry_row(f->kv, f->seq[i], src, p) : -1;
+		cu[i] = (int32_t)cr;
+		cg[i] = cr < 0 ? -1 : (int32_t)(cr + 1);
+		E += (p + 1) % r == 0;
+	}
+	if (r == 2 && ((st = fwd_move(f, u, NULL, &kvs->carry, cu, R)) ||
+		       (st = fwd_move(f, g, NULL, &kvs->carry, cg, R))))
+		goto out;
+	if (!E)
+		goto out;
+	if ((st = fwd_tmp(f, &U, TF_DT_F32, 3, E, r, hd)) ||
+	    (r == 2 && (st = fwd_tmp(f, &G, TF_DT_F32, 3, E, r, hd))))
+		goto out;
+	/* U [E, r, hd], G likewise: the completed groups, oldest position first */
+	struct tf_tensor U2 = fwd_view2(U, (int64_t)E * r, hd), G2 = G ? fwd_view2(G, (int64_t)E * r, hd) : U2;
+	for (int i = 0, e = 0; i < R; i++) {
+		int64_t p = f->pos[i];
+		if ((p + 1) % r)
+			continue;
+		hx[e] = i; /* this row's u (and g) land in the group's last slot */
+		hy[e] = e * r + r - 1;
+		cu[e] = r == 2 ? (int32_t)tf_kv_carry_row(f->kv, f->seq[i], src, p - 1) : -1;
+		cg[e] = r == 2 ? cu[e] + 1 : -1;
+		wpos[e] = (int32_t)(p / r * r);
+		if ((st = tf_kv_pool_row(f->kv, f->seq[i], src, wpos[e] / r, 1, &prow[e])))
+			goto out;
+		e++;
+	}
+	if ((st = fwd_move(f, u, hx, &U2, hy, E)))
+		goto out;
+	if (r == 2) {
+		for (int e = 0; e < E; e++)
+			hy[e] = e * 2; /* the carried group start: slot 0 */
+		if ((st = fwd_move(f, &kvs->carry, cu, &U2, hy, E)) ||
+		    (st = fwd_move(f, &kvs->carry, cg, &G2, hy, E)))
+			goto out;
+		for (int e = 0; e < E; e++)
+			hy[e] = e * 2 + 1;
+		if ((st = fwd_move(f, g, hx, &G2, hy, E)))
+			goto out;
+	}
+	if ((st = fwd_host(f, &wp, TF_DT_I32, wpos, E)) ||
+	    (st = fwd_tmp(f, &lat, TF_DT_BF16, 2, E, hd, 1)) ||
+	    (st = be->ops->compressor(be, U, G, &lw->comp_norm, c->eps, lat)) ||
+	    (st = fwd_tmp(f, &P, TF_DT_BF16, 2, E, hd, 1)) ||
+	    (st = be->ops->rope(be, lat, wp, fwd_freqs(f, L), 0, P)) ||
+	    (st = fwd_tmp(f, &k, TF_DT_BF16, 2, E, Di, 1)) || (st = fwd_lin(f, &lw->ix_wk, lat, k)) ||
+	    (st = fwd_tmp(f, &kn, TF_DT_BF16, 2, E, Di, 1)) ||
+	    (st = be->ops->rmsnorm(be, k, &lw->ix_k_norm, c->eps, kn)) ||
+	    (st = fwd_tmp(f, &ik, TF_DT_BF16, 2, E, Di, 1)) ||
+	    (st = be->ops->rope(be, kn, wp, fwd_freqs(f, L), 0, ik)) ||
+	    (st = fwd_cache_put(f, &kvs->pool_row, P, prow, E, &kvs->pool[src])))
+		goto out;
+	st = fwd_cache_put(f, &kvs->ik_row, ik, prow, E, &kvs->ik[src]);
+out:
+	fwd_release(f, mark);
+	free(cu);
+	free(cg);
+	free(hx);
+	free(hy);
+	free(wpos);
+	free(prow);
+	return st;
+}
+
+/* The physical rows of pool rows 0 .. N - 1 of a sequence's source src
+ * (host bookkeeping; N int32s the caller frees). */
+static tf_status pool_rows(struct tf_fwd *f, int seq, int src, int64_t N, int32_t **out)
+{
+	int32_t *rows = fwd_i32s(N);
+	tf_status st = rows ? TF_OK : fwd_nomem();
+	for (int64_t j = 0; j < N && !st; j++)
+		st = tf_kv_pool_row(f->kv, seq, src, j, 0, &rows[j]);
+	if (st) {
+		free(rows);
+		rows = NULL;
+	}
+	*out = rows;
+	return st;
+}
+
+/* §7 for one sequence: its rows' index scores over the source's keys, and
+ * their selections into f->sel / f->n_sel (and the candidate blocks when
+ * L is the candidate source). iqr [R, Hi, Di] and iw [R, Hi] are the call's. */
+static tf_status index_segment(struct tf_fwd *f, uint32_t L, const struct segment *s, int src,
+			       int r, const struct tf_tensor *iqr, const struct tf_tensor *iw)
+{
+	const struct tf_config *c = f->c;
+	struct tf_be *be = f->be;
+	struct tf_kv_store *kvs = tf_kv_store(f->kv);
+	int k = (int)c->index_topk, mark = f->ntmp;
+	int64_t Di = c->index_dim, bs = c->candidate_block_size;
+	int reindex = tf_config_mode(c, L) == TF_MODE_REINDEX;
+	int64_t N = (s->pos0 + s->n) / r;
+	struct tf_tensor sel = tf_tensor_rows_of(f->sel, s->row0, s->n);
+	struct tf_tensor ns = tf_tensor_rows_of(f->n_sel, s->row0, s->n);
+	struct tf_tensor blk = tf_tensor_rows_of(f->cand, s->row0, s->n);
+	int32_t *nvis = fwd_i32s(s->n), *rows = NULL;
+	struct tf_tensor *nv, *keys, *sc;
+	tf_status st = nvis ? TF_OK : fwd_nomem();
+	for (int i = 0; i < s->n && !st; i++)
+		nvis[i] = (int32_t)((s->pos0 + i + 1) / r);
+	if (st || N == 0) { /* nothing visible yet: no selections */
+		for (int i = 0; i < s->n && !st; i++)
+			nvis[i] = 0;
+		if (!st)
+			st = be->ops->upload(be, &ns, nvis);
+		goto out;
+	}
+	if ((st = fwd_host(f, &nv, TF_DT_I32, nvis, s->n)) ||
+	    (st = fwd_tmp(f, &keys, TF_DT_F32, 2, N, Di, 1)) ||
+	    (st = fwd_tmp(f, &sc, TF_DT_F32, 2, s->n, N, 1)) ||
+	    (st = pool_rows(f, s->seq, src, N, &rows)) ||
+	    (st = fwd_cache_get(f, &kvs->ik_row, &kvs->ik[src], rows, N, keys)))
+		goto out;
+	struct tf_tensor q_s = tf_tensor_rows_of(iqr, s->row0, s->n);
+	struct tf_tensor w_s = tf_tensor_rows_of(iw, s->row0, s->n);
+	if ((st = be->ops->index_score(be, &q_s, &w_s, keys, nv, reindex ? &blk : NULL, (int)bs, sc)))
+		goto out;
+	if ((int64_t)L == c->candidate_source &&
+	    (st = be->ops->candidate_blocks(be, sc, nv, (int)bs, (int)c->candidate_blocks, &blk)))
+		goto out;
+	st = be->ops->index_topk(be, sc, nv, k, &sel, &ns);
+out:
+	fwd_release(f, mark);
+	free(nvis);
+	free(rows);
+	return st;
+}
+
+/* §7: index scores and selection of index source L (and the candidate
+ * blocks when L is the candidate source), into f->sel / f->n_sel. */
+static tf_status index_select(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
+			      const struct tf_tensor *qn, const struct tf_tensor *pos)
+{
+	const struct tf_config *c = f->c;
+	const struct tf_fwd_layer *lw = &f->w->layers[L];
+	struct tf_be *be = f->be;
+	int R = f->R, kvl = tf_config_kv_source(c, L), src = fwd_src_index(c, (uint32_t)kvl);
+	int r = (int)tf_config_ratio(c, (uint32_t)kvl);
+	int64_t Hi = c->index_heads, Di = c->index_dim;
+	struct tf_tensor *iq, *iqr, *iw;
+	tf_status st;
+	if ((st = fwd_tmp(f, &iq, TF_DT_BF16, 2, R, Hi * Di, 1)) || (st = fwd_lin(f, &lw->ix_wq_b, qn, iq)) ||
+	    (st = fwd_tmp(f, &iqr, TF_DT_BF16, 3, R, Hi, Di)))
+		return st;
+	struct tf_tensor iq3 = fwd_view3(iq, R, Hi, Di);
+	if ((st = be->ops->rope(be, &iq3, pos, fwd_freqs(f, L), 0, iqr)) ||
+	    (st = fwd_tmp(f, &iw, TF_DT_F32, 2, R, Hi, 1)) ||
+	    (st = be->ops->linear(be, x, &lw->ix_wp, iw)))
+		return st;
+	if (tf_config_mode(c, L) == TF_MODE_REINDEX && !f->have_cand)
+		return tf_err(TF_ERR_INTERNAL, "forward: reindex layer %u before the candidate source", L);
+	for (int si = 0; si < f->nsegs && !st; si++)
+		st = index_segment(f, L, &f->segs[si], src, r, iqr, iw);
+	if ((int64_t)L == c->candidate_source)
+		f->have_cand = 1;
+	return st;
+}
+
+/* §8: one sequence's rows attend to their selected pool rows, then their
+ * window rows (as vLLM orders them). The key table holds every pool row of
+ * the sequence when that is no more than the rows' selections, else each
+ * row's selections in rows of their own (looked up through the page table
+ * on the backend); then the window rows. */
+static tf_status attend(struct tf_fwd *f, uint32_t L, const struct segment *s,
+			const struct tf_tensor *q, struct tf_tensor *out)
+{
+	const struct tf_config *c = f->c;
+	struct tf_be *be = f->be;
+	struct tf_kv_store *kvs = tf_kv_store(f->kv);
+	int64_t hd = c->head_dim, win = c->window, k = c->index_topk;
+	int64_t plast = s->pos0 + s->n - 1, wlo = s->pos0 - win + 1 < 0 ? 0 : s->pos0 - win + 1;
+	int64_t nwin = plast - wlo + 1, N = 0, nJ = 0;
+	int src = -1, direct = 1, mark = f->ntmp;
+	int pooled = tf_config_mode(c, L) != TF_MODE_SWA;
+	int32_t *rows = NULL, *wrows = fwd_i32s(nwin);
+	struct tf_tensor *tab, *off, *idx, *phys;
+	tf_status st = wrows ? TF_OK : fwd_nomem();
+	if (!st && pooled) {
+		int kvl = tf_config_kv_source(c, L);
+		src = fwd_src_index(c, (uint32_t)kvl);
+		N = (plast + 1) / (int)tf_config_ratio(c, (uint32_t)kvl);
+		direct = N <= s->n * k;
+		nJ = direct ? N : s->n * k;
+	}
+	for (int64_t p = wlo; p <= plast && !st; p++)
+		wrows[p - wlo] = (int32_t)tf_kv_window_row(f->kv, s->seq, (int)L, p);
+	if (st || (st = fwd_tmp(f, &tab, TF_DT_F32, 2, nJ + nwin, hd, 1)) ||
+	    (st = fwd_tmp(f, &off, TF_DT_I32, 1, s->n + 1, 1, 1)) ||
+	    (st = fwd_tmp(f, &idx, TF_DT_I32, 1, (pooled ? s->n * k : 0) + s->n * win, 1, 1)))
+		goto out;
+	struct tf_tensor sel = tf_tensor_rows_of(f->sel, s->row0, s->n);
+	struct tf_tensor ns = tf_tensor_rows_of(f->n_sel, s->row0, s->n);
+	struct tf_tensor pool_part = tf_tensor_rows_of(tab, 0, nJ);
+	struct tf_tensor win_part = tf_tensor_rows_of(tab, nJ, nwin);
+	if (pooled && direct) {
+		if ((st = pool_rows(f, s->seq, src, N, &rows)) ||
+		    (N && (st = fwd_cache_get(f, &kvs->pool_row, &kvs->pool[src], rows, N, &pool_part))))
+			goto out;
+	} else if (pooled) {
+		struct tf_tensor pt = tf_kv_page_table(f->kv, s->seq);
+		struct tf_tensor lsel = tf_tensor_view(&sel, 1, s->n * k);
+		if ((st = fwd_tmp(f, &phys, TF_DT_I32, 1, s->n * k, 1, 1)) ||
+		    (st = be->ops->page_rows(be, &pt, tf_kv_page_rows(f->kv, src), &lsel, phys)) ||
+		    (st = be->ops->cache_read(be, &kvs->pool_row, &kvs->pool[src], phys, &pool_part)))
+			goto out;
+	}
+	if ((st = fwd_cache_get(f, &kvs->win, &kvs->ring, wrows, nwin, &win_part)) ||
+	    (st = be->ops->attn_keys(be, pooled ? &sel : NULL, &ns, direct, s->pos0, (int)win, nJ,
+				     off, idx)))
+		goto out;
+	struct tf_tensor q_s = tf_tensor_rows_of(q, s->row0, s->n), o_s = tf_tensor_rows_of(out, s->row0, s->n);
+	st = be->ops->attention(be, &q_s, tab, off, idx, &f->w->layers[L].sink, &o_s);
+out:
+	fwd_release(f, mark);
+	free(rows);
+	free(wrows);
+	return st;
+}
+
+/* UNCONFIRMED (spec §13; vLLM's mask kernel is not public): the key set is
+ * PC's, each row's own window of context rows plus every draft row. MLX
+ * gives every row the same context rows P - window .. P - 1 instead. */
+int64_t tf_fwd_draft_keys(int64_t P, int n, int64_t window, int32_t *off, int32_t *idx)
+{
+	int64_t lo = P - window + 1 < 0 ? 0 : P - window + 1, m = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t li = P + i - window + 1 < lo ? lo : P + i - window + 1;
+		if (off)
+			off[i] = (int32_t)m;
+		for (int64_t p = li; p < P; p++, m++) /* context rows li .. P - 1 */
+			if (idx)
+				idx[m] = (int32_t)(p - lo);
+		for (int j = 0; j < n; j++, m++) /* every draft row */
+			if (idx)
+				idx[m] = (int32_t)(P - lo + j);
+	}
+	if (off)
+		off[n] = (int32_t)m;
+	return m;
+}
+
+/* §13: one sequence's draft rows attend to their block's context rows
+ * (the ring) and to every draft row of the sequence (tf_fwd_draft_keys).
+ * The draft rows win [R, hd] bf16 pass through the window format, as
+ * stored rows would (written to a scratch cache and read back). */
+static tf_status attend_draft(struct tf_fwd *f, uint32_t L, const struct segment *s,
+			      const struct tf_tensor *q, const struct tf_tensor *win,
+			      struct tf_tensor *out)
+{
+	struct tf_kv_store *kvs = tf_kv_store(f->kv);
+	struct tf_be *be = f->be;
+	int64_t hd = f->c->head_dim, W = f->c->window, P = s->pos0, n = s->n;
+	int64_t lo = P - W + 1 < 0 ? 0 : P - W + 1, nctx = P - lo;
+	int64_t nk = tf_fwd_draft_keys(P, (int)n, W, NULL, NULL);
+	int mark = f->ntmp;
+	struct tf_tensor *tab, *off, *idx, *enc, *ix;
+	int32_t *ctx = fwd_i32s(nctx), *ko = fwd_i32s(n + 1), *ki = fwd_i32s(nk), *self = fwd_i32s(n);
+	tf_status st = ctx && ko && ki && self ? TF_OK : fwd_nomem();
+	if (st)
+		goto out;
+	for (int64_t p = lo; p < P; p++)
+		ctx[p - lo] = (int32_t)tf_kv_window_row(f->kv, s->seq, (int)L, p);
+	for (int64_t i = 0; i < n; i++)
+		self[i] = (int32_t)i;
+	tf_fwd_draft_keys(P, (int)n, W, ko, ki);
+	struct tf_tensor w_s = tf_tensor_rows_of(win, s->row0, n);
+	if ((st = fwd_tmp(f, &tab, TF_DT_F32, 2, nctx + n, hd, 1)) ||
+	    (st = fwd_host(f, &off, TF_DT_I32, ko, n + 1)) ||
+	    (st = fwd_host(f, &idx, TF_DT_I32, ki, nk)) ||
+	    (st = fwd_tmp(f, &enc, TF_DT_U8, 2, n, (int64_t)tf_rowfmt_bytes(&kvs->win), 1)) ||
+	    (st = fwd_host(f, &ix, TF_DT_I32, self, n)))
+		goto out;
+	struct tf_tensor ctx_part = tf_tensor_rows_of(tab, 0, nctx), own = tf_tensor_rows_of(tab, nctx, n);
+	if ((nctx && (st = fwd_cache_get(f, &kvs->win, &kvs->ring, ctx, nctx, &ctx_part))) ||
+	    (st = be->ops->cache_write(be, &kvs->win, &w_s, ix, enc)) ||
+	    (st = be->ops->cache_read(be, &kvs->win, enc, ix, &own)))
+		goto out;
+	struct tf_tensor q_s = tf_tensor_rows_of(q, s->row0, n), o_s = tf_tensor_rows_of(out, s->row0, n);
+	st = be->ops->attention(be, &q_s, tab, off, idx, &f->w->layers[L].sink, &o_s);
+out:
+	fwd_release(f, mark);
+	free(ctx);
+	free(ko);
+	free(ki);
+	free(self);
+	return st;
+}
+
+/* §9: the output groups of hg heads each through their wo_a, into z
+ * [R, G * o_lora]. o [R, H, hd] bf16. */
+static tf_status out_groups(struct tf_fwd *f, uint32_t L, const struct tf_tensor *o,
+			    struct tf_tensor *z)
+{
+	const struct tf_fwd_layer *lw = &f->w->layers[L];
+	int R = f->R, mark = f->ntmp;
+	int64_t G = f->Gl, hg = f->Hl / G, hd = f->c->head_dim, ol = f->c->o_lora;
+	struct tf_tensor *og, *zg, *gi;
+	int32_t *at = fwd_i32s((int64_t)R * G);
+	tf_status st = at ? TF_OK : fwd_nomem();
+	for (int64_t g = 0; g < G && !st; g++) /* group g's rows of the [R * G, ...] views */
+		for (int i = 0; i < R; i++)
+			at[g * R + i] = (int32_t)(i * G + g);
+	if (st || (st = fwd_host(f, &gi, TF_DT_I32, at, (int64_t)R * G)) ||
+	    (st = fwd_tmp(f, &og, TF_DT_BF16, 2, R, hg * hd, 1)) ||
+	    (st = fwd_tmp(f, &zg, TF_DT_BF16, 2, R, ol, 1)))
+		goto out;
+	struct tf_tensor ov = fwd_view2(o, (int64_t)R * G, hg * hd), zv = fwd_view2(z, (int64_t)R * G, ol);
+	for (int64_t g = 0; g < G && !st; g++) {
+		struct tf_tensor ix = tf_tensor_rows_of(gi, g * R, R);
+		if (!(st = f->be->ops->rows_copy(f->be, &ov, &ix, og, NULL)) &&
+		    !(st = fwd_lin(f, &lw->wo_a[g], og, zg)))
+			st = f->be->ops->rows_copy(f->be, zg, NULL, &zv, &ix);
+	}
+out:
+	fwd_release(f, mark);
+	free(at);
+	return st;
+}
+
+/* §5-§9 for block L: x [R, D] bf16 in, branch [R, D] bf16 out. */
+tf_status fwd_attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
+			   struct tf_tensor *branch)
+{
+	const struct tf_config *c = f->c;
+	const struct tf_fwd_layer *lw = &f->w->layers[L];
+	struct tf_be *be = f->be;
+	struct tf_kv_store *kvs = tf_kv_store(f->kv);
+	int R = f->R, mark = f->ntmp;
+	int64_t hd = c->head_dim, H = f->Hl, G = f->Gl, ol = c->o_lora;
+	struct tf_tensor *pos = f->pos32, *qa, *qn, *kv, *kvn, *win, *q, *qr, *o32, *o, *z;
+	int32_t *wrows = fwd_i32s(R);
+	tf_status st = wrows ? TF_OK : fwd_nomem();
+	if (st || (st = fwd_tmp(f, &qa, TF_DT_BF16, 2, R, c->q_lora, 1)) ||
+	    (st = fwd_lin(f, &lw->wq_a, x, qa)) ||
+	    (st = fwd_tmp(f, &qn, TF_DT_BF16, 2, R, c->q_lora, 1)) ||
+	    (st = be->ops->rmsnorm(be, qa, &lw->q_norm, c->eps, qn)) ||
+	    (st = fwd_tmp(f, &kv, TF_DT_BF16, 2, R, hd, 1)) || (st = fwd_lin(f, &lw->wkv, x, kv)) ||
+	    (st = fwd_tmp(f, &kvn, TF_DT_BF16, 2, R, hd, 1)) ||
+	    (st = be->ops->rmsnorm(be, kv, &lw->kv_norm, c->eps, kvn)) ||
+	    (st = fwd_tmp(f, &win, TF_DT_BF16, 2, R, hd, 1)) ||
+	    (st = be->ops->rope(be, kvn, pos, fwd_freqs(f, L), 0, win)))
+		goto out;
+	for (int i = 0; i < R; i++)
+		wrows[i] = (int32_t)tf_kv_window_row(f->kv, f->seq[i], (int)L, f->pos[i]);
+	/* the window rows, before anything reads them */
+	if ((!f->draft && (st = fwd_cache_put(f, &kvs->win, win, wrows, R, &kvs->ring))) ||
+	    (st = fwd_tmp(f, &q, TF_DT_BF16, 2, R, H * hd, 1)) || (st = fwd_lin(f, &lw->wq_b, qn, q)) ||
+	    (st = fwd_tmp(f, &qr, TF_DT_BF16, 3, R, H, hd)))
+		goto out;
+	struct tf_tensor q3 = fwd_view3(q, R, H, hd);
+	if ((st = be->ops->rope(be, &q3, pos, fwd_freqs(f, L), 0, qr)))
+		goto out;
+	if (tf_config_is_kv_source(c, L) && (st = compress(f, L, x)))
+		goto out;
+	enum tf_layer_mode mode = tf_config_mode(c, L);
+	if ((mode == TF_MODE_FULL || mode == TF_MODE_REINDEX) &&
+	    (st = index_select(f, L, x, qn, pos)))
+		goto out;
+	if ((st = fwd_tmp(f, &o32, TF_DT_F32, 3, R, H, hd)))
+		goto out;
+	for (int si = 0; si < f->nsegs && !st; si++)
+		st = f->draft ? attend_draft(f, L, &f->segs[si], qr, win, o32)
+			      : attend(f, L, &f->segs[si], qr, o32);
+	if (st || (st = fwd_tmp(f, &o, TF_DT_BF16, 3, R, H, hd)) ||
+	    (st = be->ops->rope(be, o32, pos, fwd_freqs(f, L), 1, o)) ||
+	    (st = fwd_tmp(f, &z, TF_DT_BF16, 2, R, G * ol, 1)) || (st = out_groups(f, L, o, z)))
+		goto out;
+	st = fwd_lin_sum(f, &lw->wo_b, z, branch);
+out:
+	fwd_release(f, mark);
+	free(wrows);
+	return st;
+}
+

@@ -1,0 +1,110 @@
+/* forward_impl.h: what the forward's files share (forward.c: set-up,
+ * scratch, the call and its blocks; forward_attn.c: §5-§9;
+ * forward_moe.c: §10 and Engram §11): the forward's state and the helpers
+ * that move host arrays in and rows between tensors through the backend's
+ * ops. Internal to libcore/compute; the interface is forward.h. */
+#ifndef TF_COMPUTE_FORWARD_IMPL_H
+#define TF_COMPUTE_FORWARD_IMPL_H
+
+#include <stdint.h>
+
+#include "compute/forward.h"
+#include "compute/kv.h"
+#include "model/exl3.h"
+
+#define MAX_TMP 96
+
+struct segment {
+	int seq, row0, n;
+	int64_t pos0;
+};
+
+/* A layer's routed experts as the experts ops take them: contiguous EXL3
+ * layers (copies of the weights' handles), or dense tensors. */
+struct experts {
+	struct tf_exl3_layer *q[3]; /* w1, w2, w3: [E] each, or NULL (dense) */
+	struct tf_tensor *w[3];     /* dense: [E] each */
+};
+
+struct tf_fwd {
+	struct tf_be *be;
+	const struct tf_config *c;
+	const struct tf_fwd_weights *w;
+	struct tf_kv *kv;
+	tf_engram_rows_fn engram;
+	void *engram_ctx;
+	struct tf_rope_freqs plain, yarn;
+	struct tf_comm *comm;   /* NULL at world 1 */
+	int rank, world;
+	int64_t Hl, Gl, Il, Vl; /* the rank's heads, output groups, expert width, vocabulary */
+	struct experts *ex;     /* [all layers] */
+	struct tf_tensor eids;  /* int32 [most experts]: 0, 1, 2, ... (the groups' experts) */
+	struct tf_phases *ph;
+	int ph_embed, ph_head, ph_layer[TF_CONFIG_MAX_LAYERS][3]; /* engram, attn, moe */
+	/* per call */
+	struct tf_tensor tmp[MAX_TMP];
+	int ntmp;
+	struct segment *segs;
+	int nsegs;
+	int R;
+	uint16_t *taps;         /* [R, n_dspark_targets, D] host, or NULL */
+	struct tf_tensor *tapt; /* the taps on the backend */
+	int draft;              /* a DSpark draft pass (tf_fwd_draft) */
+	uint16_t *hidden;       /* draft: h [R, D] out, or NULL */
+	const int32_t *ids;
+	const int64_t *pos;
+	const int *seq;
+	struct tf_tensor *pos32;/* int32 [R]: the rows' positions */
+	struct tf_tensor *sel, *n_sel; /* int32 [R, index_topk], [R]: the latest index source's */
+	struct tf_tensor *cand; /* u8 [R, cand_nblk]: the candidate source's blocks */
+	int64_t cand_nblk;
+	int have_cand;
+};
+
+/* Scratch tensors of the call (zeroed), released from a mark with
+ * fwd_release; fwd_host holds a host array (int32 [n], or n u8). */
+tf_status fwd_tmp(struct tf_fwd *f, struct tf_tensor **out, enum tf_dt dt, int ndim, int64_t a,
+		  int64_t b, int64_t c);
+void fwd_release(struct tf_fwd *f, int mark);
+tf_status fwd_host(struct tf_fwd *f, struct tf_tensor **out, enum tf_dt dt, const void *src,
+		   int64_t n);
+tf_status fwd_nomem(void);
+/* n int32s of host memory (at least one), for index lists; the caller frees. */
+int32_t *fwd_i32s(int64_t n);
+/* y rows (yi) = x rows (xi) with host index lists (NULL: in order). */
+tf_status fwd_move(struct tf_fwd *f, const struct tf_tensor *x, const int32_t *xi,
+		   struct tf_tensor *y, const int32_t *yi, int64_t n);
+/* Cache rows at host-listed rows idx[n]: x's rows quantised in, or read
+ * back into out. */
+tf_status fwd_cache_put(struct tf_fwd *f, const struct tf_rowfmt *fmt, const struct tf_tensor *x,
+			const int32_t *idx, int64_t n, struct tf_tensor *cache);
+tf_status fwd_cache_get(struct tf_fwd *f, const struct tf_rowfmt *fmt, const struct tf_tensor *cache,
+			const int32_t *idx, int64_t n, struct tf_tensor *out);
+tf_status fwd_lin(struct tf_fwd *f, const struct tf_lin *l, const struct tf_tensor *x,
+		  struct tf_tensor *y);
+tf_status fwd_lin_sum(struct tf_fwd *f, const struct tf_lin *l, const struct tf_tensor *x,
+		      struct tf_tensor *y);
+/* The index of KV source layer in c->kv_sources, or -1. */
+int fwd_src_index(const struct tf_config *c, uint32_t layer);
+const struct tf_rope_freqs *fwd_freqs(const struct tf_fwd *f, uint32_t layer);
+
+/* t with another shape of its numel (a view). */
+static inline struct tf_tensor fwd_view2(const struct tf_tensor *t, int64_t a, int64_t b)
+{
+	return tf_tensor_view(t, 2, a, b);
+}
+
+static inline struct tf_tensor fwd_view3(const struct tf_tensor *t, int64_t a, int64_t b, int64_t c)
+{
+	return tf_tensor_view(t, 3, a, b, c);
+}
+
+/* §5-§9 for block L: x [R, D] bf16 in, branch [R, D] bf16 out
+ * (forward_attn.c); §10 likewise (forward_moe.c); §11 on the streams X
+ * [R, S, D] in place (forward_moe.c). */
+tf_status fwd_attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
+			struct tf_tensor *branch);
+tf_status fwd_moe(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x, struct tf_tensor *branch);
+tf_status fwd_engram(struct tf_fwd *f, uint32_t L, struct tf_tensor *X);
+
+#endif
