@@ -1,23 +1,31 @@
 /* ops.h: the op backend table the DeepSeek-V4.1 forward is written over.
  *
- * The forward (compute/forward.c) never touches numbers itself: it calls the
- * ops below through a struct tf_be, whose table is filled by a backend. The
- * CPU backend (cpu_*.c, tf_cpu_be_new) is the reference: fp32 maths with the
- * bf16 roundings of the forward spec (shared/reference/dsv41-forward-spec.md,
- * cited as "spec §n" below), threads over rows or columns. A CUDA backend
- * fills the same table and is checked op by op against the CPU one.
+ * The forward (compute/forward*.c) never touches numbers or memory itself:
+ * it calls the ops below through a struct tf_be, whose table is filled by
+ * a backend. The CPU backend (cpu*.c, tf_cpu_be_new) is the reference:
+ * fp32 maths with the bf16 roundings of the forward spec (shared/reference/
+ * dsv41-forward-spec.md, cited as "spec §n" below), threads over rows or
+ * columns. The CUDA backend (cuda*.c over kernels/*.cu, tf_cuda_be_new)
+ * fills the same table on the GPU and is checked op by op against the CPU
+ * one (tests/gpu/gpu_ops.c, with each op's tolerance).
  *
  * Tensors are described by struct tf_tensor: a data pointer the backend owns
- * (host memory for the CPU backend, device memory for CUDA), a dtype and up
- * to four dimensions, row-major and contiguous. Shapes in the comments read
- * "[R, H, D] bf16": R rows (tokens), H heads, D features. Index arrays
- * (positions, key lists, selections) are int32 tensors owned by the backend
- * too, so that a device backend never reads host pointers inside an op.
+ * (host memory for the CPU backend, a device address for CUDA: ops->device
+ * says which), a dtype and up to four dimensions, row-major and contiguous.
+ * Shapes in the comments read "[R, H, D] bf16": R rows (tokens), H heads, D
+ * features. Index arrays (positions, key lists, selections, row lists) are
+ * int32 tensors of the backend too, so that a device backend never reads
+ * host pointers inside an op. Host data enters by upload and leaves by
+ * download; every other move is an op (rows_copy, cache_write, ...).
  *
  * Every op returns TF_OK, TF_ERR_ARG (with a detail) for shapes or dtypes it
  * cannot take, or TF_ERR_UNSUPPORTED for a slot the backend leaves empty.
- * Ops may be called from one thread at a time per backend; each op may use
- * the backend's worker threads inside. */
+ * Checks that need the values of index tensors (offsets, key indices) are
+ * made by the CPU backend only: a device backend cannot read them without
+ * waiting, and skips what is out of range instead. Ops may be called from
+ * one thread at a time per backend; each op may use the backend's worker
+ * threads inside. On a device backend ops only queue work, in order, on
+ * the backend's stream: download, sync and sample's tokens wait for it. */
 #ifndef TF_COMPUTE_OPS_H
 #define TF_COMPUTE_OPS_H
 
@@ -149,7 +157,8 @@ struct tf_ops {
 	/* Sparse MQA with sinks (spec §8). q [R, H, D] bf16/f32; keys [NK, D]
 	 * bf16/f32 (cache rows after dequantisation; V = K); row r attends to
 	 * keys key_idx[key_off[r] .. key_off[r+1]-1] in that order (int32 [R+1]
-	 * and [total]); sink [H] f32. out [R, H, D] f32:
+	 * and [>= key_off[R]]: room past the last key is unused); sink [H] f32.
+	 * out [R, H, D] f32:
 	 *   z_k = q.k/sqrt(D), M = max(z, sink), w_k = exp(z_k-M)/(sum exp(z-M) + exp(sink-M)),
 	 *   o = sum_k w_k k (fp32). A row with no keys gets zeros. */
 	tf_status (*attention)(struct tf_be *be, const struct tf_tensor *q,
@@ -167,8 +176,9 @@ struct tf_ops {
 
 	/* Indexer scores (spec §7): iq [R, Hi, Di] bf16/f32, iw [R, Hi] f32,
 	 * keys [N, Di] f32/bf16 (dequantised index keys), n_vis int32 [R]
-	 * (visible rows j < n_vis[r]); blocks u8 [R, ceil(N/bs)] or NULL (a
-	 * reindex layer: rows of unmarked blocks score -inf), bs the block size.
+	 * (visible rows j < n_vis[r]); blocks u8 [R, nb] with nb >= ceil(N/bs)
+	 * or NULL (a reindex layer: rows of unmarked blocks score -inf; block b
+	 * of row r is blocks[r * nb + b]), bs the block size.
 	 * scores [R, N] f32: s_j = sum_h (iw_h/sqrt(Hi)) max(0, iq_h.k_j/sqrt(Di)),
 	 * -inf where invisible or masked. */
 	tf_status (*index_score)(struct tf_be *be, const struct tf_tensor *iq,
@@ -184,7 +194,8 @@ struct tf_ops {
 	/* Candidate blocks of the candidate source (spec §7, layer 20): block b
 	 * = rows bs*b .. bs*b+bs-1, B_b = max visible score, the newest visible
 	 * block +inf; mark the topb best blocks with a visible row, ties to the
-	 * smaller b. blocks u8 [R, ceil(N/bs)]: 1 kept, 0 not. */
+	 * smaller b. blocks u8 [R, nb], nb >= ceil(N/bs): 1 kept, 0 not (and 0
+	 * in the columns past ceil(N/bs)). */
 	tf_status (*candidate_blocks)(struct tf_be *be, const struct tf_tensor *scores,
 				      const struct tf_tensor *n_vis, int bs, int topb,
 				      struct tf_tensor *blocks);
