@@ -11,7 +11,8 @@
 # compared row by row by compare.py, which fails outside its bounds. The
 # first seed also runs a long prompt (where YaRN's frequencies tell), its
 # short prompts in calls of 7 rows and of 1 (chunked prefill, decode), and
-# the bf16 and FP4-pool cache formats.
+# the bf16 and FP4-pool cache formats. Last, mutants.py shows that the
+# comparison can fail: each deliberately wrong oracle must be caught.
 #
 # Environment: TF_BIN (the programs), TF_ORACLE_LOGITS (the C driver),
 # TF_ORACLE_SEEDS (default "1 2 3"), TF_ORACLE_LENGTHS (default "3 29 64"),
@@ -28,8 +29,10 @@ long=${TF_ORACLE_LONG:-160}
 unset TF_LOG TF_THREADS
 
 if ! "$py" -c 'import numpy' 2>/dev/null; then
-	echo "oracle: no NumPy for $py (python3-numpy): skipped"
-	exit 0
+	# make check installs python3-numpy (tools/deps.sh): a missing NumPy is
+	# a broken set-up, not a pass
+	echo "oracle: no NumPy for $py (python3-numpy; make deps installs it)"
+	exit 1
 fi
 work=$(mktemp -d /tmp/tf-oracle.XXXXXX)
 if [ "${TF_ORACLE_KEEP:-0}" = 1 ]; then
@@ -92,6 +95,12 @@ for s in $seeds; do
 done
 if [ $fail = 0 ] && [ ${#groups[@]} -gt 0 ]; then
 	"$py" "$here/compare.py" "${groups[@]}" || fail=1
+fi
+# the proof that the comparison can fail: every mutant of the oracle must
+# be caught against the first seed's C logits
+if [ $fail = 0 ]; then
+	"$py" "$here/mutants.py" "$TF_ORACLE_LOGITS" "$work/tiny-${seeds%% *}" ||
+		{ echo "oracle: a mutant went uncaught"; fail=1; }
 fi
 if [ $fail = 0 ]; then
 	echo "oracle: C agrees with the oracle within compare.py's bounds"
