@@ -5,7 +5,7 @@
  * a backend. The CPU backend (cpu*.c, tf_cpu_be_new) is the reference:
  * fp32 maths with the bf16 roundings of the forward spec (shared/reference/
  * dsv41-forward-spec.md, cited as "spec §n" below), threads over rows or
- * columns. The CUDA backend (cuda*.c over kernels/*.cu, tf_cuda_be_new)
+ * columns. The CUDA backend (cuda*.c over the kernels/ files, tf_cuda_be_new)
  * fills the same table on the GPU and is checked op by op against the CPU
  * one (tests/gpu/gpu_ops.c, with each op's tolerance).
  *
