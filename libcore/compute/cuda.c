@@ -386,6 +386,7 @@ static void impl_free(struct cuda_be *c, bool stream_made)
 		if (stream_made && c->arena)
 			wait_idle(c);
 		cuda_exl3_release(c);
+		late_reap(c, true); /* the weights' frees (nothing uses them now) */
 		tf_hmap_release(&c->blocks);
 		free(c->late);
 		tf_cu_exl3_ws_release(&c->ws);

@@ -12,8 +12,8 @@
  * others).
  *
  * exl3_matmul: up to TF_CU_EXL3_ROWS_MAX rows through the fused GEMV, more
- * through the GEMM (decode to fp16, cuBLAS) or, without cuBLAS, the GEMV
- * 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
+ * through the GEMM (decode to fp16, cuBLAS; GEMM_ROWS rows a launch) or,
+ * without cuBLAS, the GEMV 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
  * kernels read bf16); y is f32 or bf16. A bias is added after, in fp32 as
  * cpu_exl3.c's tf_exl3_matmul does (y = a svh + bias, then one rounding:
  * with a bf16 y the product goes through an f32 scratch).
@@ -56,6 +56,8 @@ struct cuda_exl3_experts_dev {
 /* The most split-K columns of the experts workspace (64 MiB of sums). */
 #define EXPERTS_WS_MAX ((uint32_t)1 << 20)
 #define TASKS_MAX_LAUNCH 65535
+/* Rows of one GEMM (prefill) launch. */
+#define GEMM_ROWS 2048
 #define GRID_Y_MAX 65535
 
 static struct cuda_fn fn_bias_rows = {.name = "tf_dense_bias_rows"};
@@ -285,20 +287,28 @@ static tf_status matmul_rows(struct tf_be *be, const struct tf_cu_exl3_layer *L,
 			     int64_t R, tf_cu_ptr yt, bool yt_bf16)
 {
 	struct cuda_be *c = cuda_of(be);
-	const struct tf_cu_exl3_ws *ws;
-	tf_status st = cuda_exl3_ws(c, L->g.n, &ws);
-	if (st)
-		return st;
+	tf_status st;
+	const size_t xrow = 2 * (size_t)L->g.k, yrow = (yt_bf16 ? 2 : 4) * (size_t)L->g.n;
 	if (R > TF_CU_EXL3_ROWS_MAX && c->blas) {
-		size_t need = tf_cu_exl3_gemm_scratch(&L->g, (uint32_t)R);
+		/* GEMM_ROWS at a time: the scratch's u and f32 sums stay
+		 * bounded (the head's Ŵᵀ alone is 1.3 GB); each slice decodes Ŵᵀ
+		 * again, a few percent of its GEMM. */
+		uint32_t most = (uint32_t)(R < GEMM_ROWS ? R : GEMM_ROWS);
+		size_t need = tf_cu_exl3_gemm_scratch(&L->g, most);
 		tf_cu_ptr s;
 		if ((st = cuda_scratch(be, need, &s)))
 			return st;
-		st = tf_cu_exl3_gemm(L, xb, (uint32_t)R, yt, yt_bf16, c->blas, s, need, c->stream);
+		for (int64_t r0 = 0; r0 < R && !st; r0 += most) {
+			uint32_t m = (uint32_t)(R - r0 < most ? R - r0 : most);
+			st = tf_cu_exl3_gemm(L, xb + (uint64_t)r0 * xrow, m, yt + (uint64_t)r0 * yrow,
+					     yt_bf16, c->blas, s, need, c->stream);
+		}
 		cuda_scratch_release(be, s);
 		return st;
 	}
-	const size_t xrow = 2 * (size_t)L->g.k, yrow = (yt_bf16 ? 2 : 4) * (size_t)L->g.n;
+	const struct tf_cu_exl3_ws *ws;
+	if ((st = cuda_exl3_ws(c, L->g.n, &ws)))
+		return st;
 	for (int64_t r0 = 0; r0 < R && !st; r0 += TF_CU_EXL3_ROWS_MAX) {
 		uint32_t m = (uint32_t)(R - r0 < TF_CU_EXL3_ROWS_MAX ? R - r0 : TF_CU_EXL3_ROWS_MAX);
 		st = tf_cu_exl3_gemv(L, xb + (uint64_t)r0 * xrow, m, yt + (uint64_t)r0 * yrow, yt_bf16,
@@ -416,10 +426,11 @@ static tf_status experts_run(struct tf_be *be, const struct tf_cu_exl3_experts *
 			     tf_cu_ptr yt, bool yt_bf16)
 {
 	struct cuda_be *c = cuda_of(be);
-	/* split-K wants ntasks * rows_max * N sums and ntasks * N/128 counters */
+	/* Split-K wants ntasks * rows_max * N sums and ntasks * N/128
+	 * counters; a grid of four blocks an SM without it is never split. */
 	uint64_t want = ((uint64_t)ntasks * rows_max * E->n + 15) / 16;
-	if (want > EXPERTS_WS_MAX)
-		want = EXPERTS_WS_MAX;
+	if (want > EXPERTS_WS_MAX || (uint64_t)ntasks * (E->n / 128) >= 4 * (uint64_t)c->dev.sms)
+		want = E->n;
 	const struct tf_cu_exl3_ws *ws;
 	tf_status st = cuda_exl3_ws(c, want > E->n ? (uint32_t)want : E->n, &ws);
 	for (int64_t t0 = 0; !st && t0 < ntasks; t0 += TASKS_MAX_LAUNCH) {
