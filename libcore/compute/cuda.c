@@ -44,6 +44,8 @@ static void late_reap(struct cuda_be *c, bool idle)
 		if (l->ev)
 			tf_cu->EventDestroy(l->ev);
 	}
+	if (!i)
+		return;
 	memmove(c->late, c->late + i, (c->nlate - i) * sizeof *c->late);
 	c->nlate -= i;
 }
