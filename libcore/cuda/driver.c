@@ -83,6 +83,7 @@ static const struct sym syms[] = {
 	OPT(FuncGetName, "cuFuncGetName"),
 	OPT(LaunchKernelEx, "cuLaunchKernelEx"),
 	OPT(OccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters"),
+	OPT(EventQuery, "cuEventQuery"),
 };
 
 /* Our own names and texts, for a driver that cannot answer (missing, or

@@ -223,6 +223,8 @@ struct tf_cu_api {
 	                      void **extra);                            /* cuLaunchKernelEx (12.0+) */
 	int (*OccupancyMaxActiveClusters)(int *n, tf_cu_func f,
 	                                  const struct tf_cu_launch_config *c); /* cuOccupancyMaxActiveClusters (11.8+) */
+	int (*EventQuery)(tf_cu_event e);                              /* cuEventQuery (every driver has
+	                                                                * it; optional for the tests' fake) */
 };
 
 /* A loaded driver. */

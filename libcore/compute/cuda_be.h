@@ -1,0 +1,89 @@
+/* cuda_be.h: the CUDA backend's state and what its core files (cuda.c,
+ * cuda_dense.c, cuda_exl3.c) share beyond cuda_impl.h: the table, the
+ * dense ops, cuBLAS, the EXL3 workspace, uploads of host bytes and the
+ * EXL3 device copies. Internal to libcore/compute; the other cuda_*.c
+ * files need only cuda_impl.h. */
+#ifndef TF_COMPUTE_CUDA_BE_H
+#define TF_COMPUTE_CUDA_BE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/hmap.h"
+#include "compute/cuda_impl.h"
+#include "cuda/arena.h"
+#include "cuda/blas.h"
+#include "cuda/exl3_gemv.h"
+
+/* Pinned host staging of uploads and downloads: CUDA_STAGE_CHUNKS chunks
+ * of CUDA_STAGE_CHUNK bytes, used in turn. */
+#define CUDA_STAGE_CHUNKS 8
+#define CUDA_STAGE_CHUNK ((size_t)2 << 20)
+/* The arena's largest packed block: larger ones are chunks of their own,
+ * whose release waits for the stream (cuda.c, late frees). */
+#define CUDA_SMALL_MAX ((size_t)4 << 20)
+
+/* A large block released while queued work may still use it: freed once
+ * the event recorded after that work has passed (NULL event: at the next
+ * wait for the stream). */
+struct cuda_late {
+	tf_cu_ptr p;
+	tf_cu_event ev;
+};
+
+struct cuda_be {
+	struct tf_cu_device dev;
+	tf_cu_stream stream;
+	struct tf_arena *arena;
+	struct tf_cu_blas *blas;   /* NULL without cuBLAS (or $TF_CUDA_BLAS=0) */
+	struct tf_cu_exl3_ws ws;   /* split-K sums, grown on demand */
+	/* staging: chunk `cur` is filled from byte `fill`; ev[i] is recorded
+	 * after the last copy out of chunk i (pending[i] until waited for) */
+	unsigned char *stage;
+	int cur;
+	size_t fill;
+	tf_cu_event ev[CUDA_STAGE_CHUNKS];
+	bool pending[CUDA_STAGE_CHUNKS];
+	struct cuda_late *late;
+	size_t nlate, late_cap;
+	struct tf_hmap blocks;     /* arena address -> bytes asked for (tensors, scratch) */
+	struct tf_hmap layers;     /* host tf_exl3_layer * -> struct cuda_exl3_dev * */
+	struct tf_hmap experts;    /* host experts array -> struct cuda_exl3_experts_dev * */
+};
+
+static inline struct cuda_be *cuda_of(struct tf_be *be)
+{
+	return be->impl;
+}
+
+/* The backend's table (every slot filled), for tests. */
+const struct tf_ops *tf_cuda_ops(void);
+
+/* Device memory from the arena (not zeroed; a large free is deferred past
+ * the work queued before it; an address the backend did not hand out is
+ * left alone) and host bytes queued into it through the staging (returns
+ * once src may be reused). */
+tf_status cuda_mem_alloc(struct cuda_be *c, size_t n, tf_cu_ptr *p);
+void cuda_mem_free(struct cuda_be *c, tf_cu_ptr p);
+tf_status cuda_put(struct cuda_be *c, tf_cu_ptr dst, const void *src, size_t n);
+/* The EXL3 workspace for layers of up to n_max columns (grown, which waits
+ * for the stream once). */
+tf_status cuda_exl3_ws(struct cuda_be *c, uint32_t n_max, const struct tf_cu_exl3_ws **ws);
+/* Free the EXL3 device copies (cuda_exl3.c), at tf_be_free. */
+void cuda_exl3_release(struct cuda_be *c);
+
+/* The dense ops (cuda_dense.c). cuda_convert_to also serves other ops:
+ * n values of x (dtype xdt) into y (dtype ydt) on the stream. */
+tf_status cuda_convert_to(struct tf_be *be, tf_cu_ptr x, enum tf_dt xdt, tf_cu_ptr y,
+			  enum tf_dt ydt, int64_t n);
+tf_status cuda_convert(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *y);
+tf_status cuda_linear(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
+		      struct tf_tensor *y);
+tf_status cuda_embed(struct tf_be *be, const struct tf_tensor *table, int64_t vocab_lo,
+		     const struct tf_tensor *ids, struct tf_tensor *out);
+tf_status cuda_rmsnorm(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *w,
+		       float eps, struct tf_tensor *y);
+tf_status cuda_rope(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *pos,
+		    const struct tf_rope_freqs *rf, int inverse, struct tf_tensor *y);
+
+#endif

@@ -1,0 +1,489 @@
+/* cuda_exl3.c: the CUDA backend's EXL3 ops (exl3_matmul,
+ * exl3_matmul_experts) over the EXL3 launchers (cuda/exl3_gemv.h,
+ * cuda/exl3_gemm.h), with the argument checks of cpu_exl3.c that need no
+ * device data.
+ *
+ * Weights: the ops take host layers (model/exl3.h); each is copied to the
+ * device on first use and kept, keyed by the host pointer (a key whose
+ * layer pointers changed is copied again), until tf_be_free. A projection's
+ * experts are one image keyed by the array's address: their trellises back
+ * to back (tf_exl3_experts_layout), the width table, suh [E][K], svh
+ * [E][N] and, when any expert has one, the biases [E][N] (zeros for the
+ * others).
+ *
+ * exl3_matmul: up to TF_CU_EXL3_ROWS_MAX rows through the fused GEMV, more
+ * through the GEMM (decode to fp16, cuBLAS; GEMM_ROWS rows a launch) or,
+ * without cuBLAS, the GEMV 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
+ * kernels read bf16); y is f32 or bf16. A bias is added after, in fp32 as
+ * cpu_exl3.c's tf_exl3_matmul does (y = a svh + bias, then one rounding:
+ * with a bf16 y the product goes through an f32 scratch).
+ *
+ * exl3_matmul_experts: one experts launch (tf_cu_exl3_experts) over tasks
+ * built on the device from expert_ids and offsets (kernels/dense.cu
+ * tf_dense_experts_tasks): the host knows G, not the group sizes, so the
+ * tasks are sized for the worst case and the spare ones hold no rows (the
+ * kernel still decodes their expert 0 for nothing; it has no early exit).
+ * Tasks of 1 row, or of 4 where that at least halves the worst-case
+ * count. Rows are grouped already, so x row p gives y row p. What the CPU
+ * refuses by reading the index arrays cannot be checked here: a group of
+ * an expert outside [0, n_experts) is skipped (its y rows keep what they
+ * held) and offsets are clamped to [0, R). Every expert of the array must
+ * share K, N and codebook (any widths): TF_ERR_ARG otherwise. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/cuda_be.h"
+#include "cuda/exl3_gemm.h"
+#include "model/exl3.h"
+
+/* One layer on the device, in one arena block. */
+struct cuda_exl3_dev {
+	struct tf_exl3_layer host; /* what it was copied from */
+	struct tf_cu_exl3_layer L;
+	tf_cu_ptr bias;            /* f16 [N], or 0 */
+	tf_cu_ptr mem;
+};
+
+/* A projection's experts on the device, in one arena block. */
+struct cuda_exl3_experts_dev {
+	struct tf_exl3_layer *host; /* copy of the array it was built from */
+	int count;
+	struct tf_cu_exl3_experts E;
+	tf_cu_ptr bias;             /* f16 [count][N], or 0 */
+	tf_cu_ptr mem;
+};
+
+/* The most split-K columns of the experts workspace (64 MiB of sums). */
+#define EXPERTS_WS_MAX ((uint32_t)1 << 20)
+#define TASKS_MAX_LAUNCH 65535
+/* Rows of one GEMM (prefill) launch. */
+#define GEMM_ROWS 2048
+#define GRID_Y_MAX 65535
+
+static struct cuda_fn fn_bias_rows = {.name = "tf_dense_bias_rows"};
+static struct cuda_fn fn_bias_experts = {.name = "tf_dense_bias_experts"};
+static struct cuda_fn fn_tasks = {.name = "tf_dense_experts_tasks"};
+
+static size_t align512(size_t v)
+{
+	return (v + 511) & ~(size_t)511;
+}
+
+/* ---- device copies ---- */
+
+static tf_status layer_put(struct cuda_be *c, const struct tf_exl3_layer *L,
+			   struct cuda_exl3_dev *d)
+{
+	const size_t tb = tf_exl3_trellis_bytes(&L->g), kb = 2 * (size_t)L->g.k,
+		     nb = 2 * (size_t)L->g.n;
+	const size_t at_suh = align512(tb), at_svh = at_suh + align512(kb),
+		     at_bias = at_svh + align512(nb);
+	tf_status st = cuda_mem_alloc(c, at_bias + (L->bias ? nb : 0), &d->mem);
+	if (st)
+		return st;
+	d->host = *L;
+	d->L = (struct tf_cu_exl3_layer){L->g, d->mem, d->mem + at_suh, d->mem + at_svh};
+	d->bias = L->bias ? d->mem + at_bias : 0;
+	if ((st = cuda_put(c, d->L.trellis, L->trellis, tb)) ||
+	    (st = cuda_put(c, d->L.suh, L->suh, kb)) || (st = cuda_put(c, d->L.svh, L->svh, nb)) ||
+	    (L->bias && (st = cuda_put(c, d->bias, L->bias, nb))))
+		cuda_mem_free(c, d->mem);
+	return st;
+}
+
+/* L's device copy, made on first use (again when L's pointers changed). */
+static tf_status layer_get(struct cuda_be *c, const struct tf_exl3_layer *L,
+			   const struct cuda_exl3_dev **out)
+{
+	uintptr_t v;
+	struct cuda_exl3_dev *d;
+	if (tf_hmap_get(&c->layers, (uint64_t)(uintptr_t)L, &v)) {
+		d = (struct cuda_exl3_dev *)v;
+		if (!memcmp(&d->host, L, sizeof *L)) {
+			*out = d;
+			return TF_OK;
+		}
+		cuda_mem_free(c, d->mem);
+	} else if (!(d = calloc(1, sizeof *d))) {
+		return tf_err(TF_ERR_NOMEM, "exl3_matmul: out of memory");
+	}
+	tf_status st = layer_put(c, L, d);
+	if (!st)
+		st = tf_hmap_put(&c->layers, (uint64_t)(uintptr_t)L, (uintptr_t)d);
+	if (st) {
+		tf_hmap_del(&c->layers, (uint64_t)(uintptr_t)L, NULL);
+		free(d);
+		return tf_err_wrap(st, "exl3_matmul: copying a %ux%u layer to the device: ", L->g.k,
+				   L->g.n);
+	}
+	*out = d;
+	return TF_OK;
+}
+
+static tf_status experts_put(struct cuda_be *c, const struct tf_exl3_layer *ex, int count,
+			     struct cuda_exl3_experts_dev *d)
+{
+	struct tf_exl3_geom *g = malloc(sizeof *g * (size_t)count);
+	uint64_t *off = malloc(sizeof *off * (size_t)count);
+	unsigned char *table = malloc((size_t)TF_CU_EXL3_EXPERT_BYTES * (size_t)count);
+	uint16_t *zeros = NULL;
+	uint64_t total = 0;
+	int ragged, has_bias = 0;
+	tf_status st = TF_OK;
+	if (!g || !off || !table) {
+		st = tf_err(TF_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (int e = 0; e < count; e++) {
+		if (!ex[e].trellis || !ex[e].suh || !ex[e].svh) {
+			st = tf_err(TF_ERR_ARG, "expert %d has no weights", e);
+			goto out;
+		}
+		g[e] = ex[e].g;
+		has_bias |= ex[e].bias != NULL;
+	}
+	if ((st = tf_exl3_experts_layout(g, (uint32_t)count, off, &total, &ragged))) {
+		st = tf_err(TF_ERR_ARG, "%s", tf_errmsg(st));
+		goto out;
+	}
+	tf_cu_exl3_experts_table(g, off, (uint32_t)count, table);
+	const size_t k = g[0].k, n = g[0].n, tsz = (size_t)TF_CU_EXL3_EXPERT_BYTES * count;
+	const size_t at_table = align512(total), at_suh = at_table + align512(tsz),
+		     at_svh = at_suh + align512(2 * k * count), at_bias = at_svh + align512(2 * n * count);
+	if (has_bias && !(zeros = calloc(n, 2))) {
+		st = tf_err(TF_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((st = cuda_mem_alloc(c, at_bias + (has_bias ? 2 * n * count : 0), &d->mem)))
+		goto out;
+	d->E = (struct tf_cu_exl3_experts){(uint32_t)k, (uint32_t)n, (uint32_t)count, g[0].cb,
+					   d->mem, d->mem + at_table, d->mem + at_suh, d->mem + at_svh};
+	d->bias = has_bias ? d->mem + at_bias : 0;
+	d->count = count;
+	st = cuda_put(c, d->E.table, table, tsz);
+	for (int e = 0; e < count && !st; e++) {
+		if (!(st = cuda_put(c, d->E.trellis + off[e], ex[e].trellis, tf_exl3_trellis_bytes(&g[e]))) &&
+		    !(st = cuda_put(c, d->E.suh + 2 * k * e, ex[e].suh, 2 * k)) &&
+		    !(st = cuda_put(c, d->E.svh + 2 * n * e, ex[e].svh, 2 * n)) && has_bias)
+			st = cuda_put(c, d->bias + 2 * n * e, ex[e].bias ? ex[e].bias : zeros, 2 * n);
+	}
+	if (st)
+		cuda_mem_free(c, d->mem);
+out:
+	free(g);
+	free(off);
+	free(table);
+	free(zeros);
+	return st;
+}
+
+/* The experts image of ex[0..count), made on first use (again when the
+ * array's layers changed). */
+static tf_status experts_get(struct cuda_be *c, const struct tf_exl3_layer *ex, int count,
+			     const struct cuda_exl3_experts_dev **out)
+{
+	const size_t hb = sizeof *ex * (size_t)count;
+	uintptr_t v;
+	struct cuda_exl3_experts_dev *d;
+	if (tf_hmap_get(&c->experts, (uint64_t)(uintptr_t)ex, &v)) {
+		d = (struct cuda_exl3_experts_dev *)v;
+		if (d->count == count && !memcmp(d->host, ex, hb)) {
+			*out = d;
+			return TF_OK;
+		}
+		cuda_mem_free(c, d->mem);
+		free(d->host);
+		d->host = NULL;
+	} else if (!(d = calloc(1, sizeof *d))) {
+		return tf_err(TF_ERR_NOMEM, "exl3_matmul_experts: out of memory");
+	}
+	tf_status st = (d->host = malloc(hb)) ? experts_put(c, ex, count, d)
+					      : tf_err(TF_ERR_NOMEM, "out of memory");
+	if (!st) {
+		memcpy(d->host, ex, hb);
+		st = tf_hmap_put(&c->experts, (uint64_t)(uintptr_t)ex, (uintptr_t)d);
+	}
+	if (st) {
+		tf_hmap_del(&c->experts, (uint64_t)(uintptr_t)ex, NULL);
+		free(d->host);
+		free(d);
+		return tf_err_wrap(st, "exl3_matmul_experts: copying %d experts to the device: ", count);
+	}
+	*out = d;
+	return TF_OK;
+}
+
+void cuda_exl3_release(struct cuda_be *c)
+{
+	size_t i = 0;
+	const struct tf_hmap_slot *s;
+	while (tf_hmap_next(&c->layers, &i, &s)) {
+		struct cuda_exl3_dev *d = (struct cuda_exl3_dev *)s->val;
+		cuda_mem_free(c, d->mem);
+		free(d);
+	}
+	i = 0;
+	while (tf_hmap_next(&c->experts, &i, &s)) {
+		struct cuda_exl3_experts_dev *d = (struct cuda_exl3_experts_dev *)s->val;
+		cuda_mem_free(c, d->mem);
+		free(d->host);
+		free(d);
+	}
+	tf_hmap_release(&c->layers);
+	tf_hmap_release(&c->experts);
+}
+
+/* ---- shared steps ---- */
+
+static tf_status check_layer(const char *op, const struct tf_exl3_layer *L, int64_t K, int64_t N)
+{
+	tf_status st;
+	if (!L || !L->trellis || !L->suh || !L->svh)
+		return tf_err(TF_ERR_ARG, "%s: the layer has no weights", op);
+	if ((st = tf_exl3_geom_check(&L->g)))
+		return st;
+	if ((int64_t)L->g.k != K || (int64_t)L->g.n != N)
+		return tf_err(TF_ERR_ARG, "%s: layer is %ux%u, x and y want %lldx%lld", op, L->g.k,
+			      L->g.n, (long long)K, (long long)N);
+	return TF_OK;
+}
+
+/* x as bf16 on the device: x itself, or a converted copy in *tmp (else
+ * 0), which the caller releases. */
+static tf_status x_bf16(struct tf_be *be, const struct tf_tensor *x, tf_cu_ptr *xb, tf_cu_ptr *tmp)
+{
+	*tmp = 0;
+	*xb = cuda_ptr(x);
+	if (x->dt == TF_DT_BF16)
+		return TF_OK;
+	int64_t n = tf_tensor_numel(x);
+	tf_status st = cuda_scratch(be, (size_t)n * 2, tmp);
+	if (st)
+		return st;
+	*xb = *tmp;
+	return cuda_convert_to(be, cuda_ptr(x), x->dt, *tmp, TF_DT_BF16, n);
+}
+
+/* Where the kernels write y: y itself, or (a bias to add before a bf16
+ * rounding) an f32 scratch [R, N] in *tmp. */
+static tf_status y_target(struct tf_be *be, const struct tf_tensor *y, bool bias, int64_t R,
+			  int64_t N, tf_cu_ptr *yt, bool *yt_bf16, tf_cu_ptr *tmp)
+{
+	*tmp = 0;
+	*yt = cuda_ptr(y);
+	*yt_bf16 = y->dt == TF_DT_BF16;
+	if (!bias || !*yt_bf16)
+		return TF_OK;
+	tf_status st = cuda_scratch(be, (size_t)(R * N) * 4, tmp);
+	*yt = *tmp;
+	*yt_bf16 = false;
+	return st;
+}
+
+/* ---- exl3_matmul ---- */
+
+/* yt rows [0, R) = x rows . L (x bf16 [R, K] at xb). */
+static tf_status matmul_rows(struct tf_be *be, const struct tf_cu_exl3_layer *L, tf_cu_ptr xb,
+			     int64_t R, tf_cu_ptr yt, bool yt_bf16)
+{
+	struct cuda_be *c = cuda_of(be);
+	tf_status st;
+	const size_t xrow = 2 * (size_t)L->g.k, yrow = (yt_bf16 ? 2 : 4) * (size_t)L->g.n;
+	if (R > TF_CU_EXL3_ROWS_MAX && c->blas) {
+		/* GEMM_ROWS at a time: the scratch's u and f32 sums stay
+		 * bounded (the head's Ŵᵀ alone is 1.3 GB); each slice decodes Ŵᵀ
+		 * again, a few percent of its GEMM. */
+		uint32_t most = (uint32_t)(R < GEMM_ROWS ? R : GEMM_ROWS);
+		size_t need = tf_cu_exl3_gemm_scratch(&L->g, most);
+		tf_cu_ptr s;
+		if ((st = cuda_scratch(be, need, &s)))
+			return st;
+		for (int64_t r0 = 0; r0 < R && !st; r0 += most) {
+			uint32_t m = (uint32_t)(R - r0 < most ? R - r0 : most);
+			st = tf_cu_exl3_gemm(L, xb + (uint64_t)r0 * xrow, m, yt + (uint64_t)r0 * yrow,
+					     yt_bf16, c->blas, s, need, c->stream);
+		}
+		cuda_scratch_release(be, s);
+		return st;
+	}
+	const struct tf_cu_exl3_ws *ws;
+	if ((st = cuda_exl3_ws(c, L->g.n, &ws)))
+		return st;
+	for (int64_t r0 = 0; r0 < R && !st; r0 += TF_CU_EXL3_ROWS_MAX) {
+		uint32_t m = (uint32_t)(R - r0 < TF_CU_EXL3_ROWS_MAX ? R - r0 : TF_CU_EXL3_ROWS_MAX);
+		st = tf_cu_exl3_gemv(L, xb + (uint64_t)r0 * xrow, m, yt + (uint64_t)r0 * yrow, yt_bf16,
+				     ws, c->dev.sms, 0, c->stream);
+	}
+	return st;
+}
+
+/* y = yt + bias (f16 [N]) row by row, y f32 (may be yt) or bf16. */
+static tf_status bias_rows(struct tf_be *be, tf_cu_ptr yt, const struct tf_tensor *y,
+			   tf_cu_ptr bias, int64_t R, int64_t N)
+{
+	int32_t yb = y->dt == TF_DT_BF16, n32 = (int32_t)N;
+	for (int64_t r0 = 0; r0 < R; r0 += GRID_Y_MAX) {
+		int64_t m = R - r0 < GRID_Y_MAX ? R - r0 : GRID_Y_MAX;
+		tf_cu_ptr src = yt + (uint64_t)(r0 * N) * 4;
+		tf_cu_ptr dst = cuda_ptr(y) + (uint64_t)(r0 * N) * tf_dt_size(y->dt);
+		void *p[] = {&src, &dst, &yb, &bias, &n32};
+		tf_status st = cuda_launch(be, &fn_bias_rows, (unsigned)((N + 255) / 256), (unsigned)m,
+					   256, 0, p);
+		if (st)
+			return st;
+	}
+	return TF_OK;
+}
+
+tf_status cuda_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
+			   const struct tf_tensor *x, struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
+	if ((st = tf_op_check("exl3_matmul", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("exl3_matmul", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
+	    (st = check_layer("exl3_matmul", L, K, N)))
+		return st;
+	if (!R)
+		return TF_OK;
+	if (R > INT32_MAX)
+		return tf_err(TF_ERR_ARG, "exl3_matmul: %lld rows (at most 2^31 - 1)", (long long)R);
+	const struct cuda_exl3_dev *d = NULL;
+	tf_cu_ptr xb = 0, xtmp = 0, yt = 0, ytmp = 0;
+	bool yt_bf16 = false;
+	if (!(st = layer_get(cuda_of(be), L, &d)) && !(st = x_bf16(be, x, &xb, &xtmp)) &&
+	    !(st = y_target(be, y, d->bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
+	    !(st = matmul_rows(be, &d->L, xb, R, yt, yt_bf16)) && d->bias)
+		st = bias_rows(be, yt, y, d->bias, R, N);
+	cuda_scratch_release(be, xtmp);
+	cuda_scratch_release(be, ytmp);
+	if (st)
+		return tf_err_wrap(st, "exl3_matmul %lldx%lldx%lld: ", (long long)R, (long long)K,
+				   (long long)N);
+	return TF_OK;
+}
+
+/* ---- exl3_matmul_experts ---- */
+
+/* Tasks of rows_max rows, and how many the worst case needs: every row
+ * its own task (rows_max 1: R), or sum ceil(len_g / 4) <= (R + 3 G') / 4
+ * over the G' <= min(G, R) groups with rows (rows_max 4), taken when that
+ * is at most half of R. */
+static uint32_t experts_plan(int64_t R, int64_t G, int64_t *ntasks)
+{
+	int64_t groups = G < R ? G : R, t4 = (R + 3 * groups) / 4;
+	if (t4 > R)
+		t4 = R;
+	if (2 * t4 <= R) {
+		*ntasks = t4;
+		return 4;
+	}
+	*ntasks = R;
+	return 1;
+}
+
+/* The tasks [ntasks] and xrow [R] of (ids, offsets) on the device. */
+static tf_status experts_tasks(struct tf_be *be, const struct tf_tensor *ids,
+			       const struct tf_tensor *offsets, int n_experts, int64_t R,
+			       uint32_t rows_max, int64_t ntasks, tf_cu_ptr tasks, tf_cu_ptr xrow)
+{
+	tf_cu_ptr starts;
+	int32_t G = (int32_t)tf_tensor_numel(ids);
+	tf_status st = cuda_scratch(be, sizeof(int32_t) * ((size_t)G + 1), &starts);
+	if (st)
+		return st;
+	tf_cu_ptr ip = cuda_ptr(ids), op = cuda_ptr(offsets);
+	int32_t E = n_experts, r32 = (int32_t)R, rm = (int32_t)rows_max, nt = (int32_t)ntasks;
+	void *p[] = {&ip, &op, &G, &E, &r32, &rm, &tasks, &nt, &xrow, &starts};
+	st = cuda_launch(be, &fn_tasks, 1, 1, 1024, 0, p);
+	cuda_scratch_release(be, starts);
+	return st;
+}
+
+/* y rows += their group's expert's bias (bias [E][N] f16), from yt. */
+static tf_status bias_experts(struct tf_be *be, tf_cu_ptr yt, const struct tf_tensor *y,
+			      tf_cu_ptr bias, const struct tf_tensor *ids,
+			      const struct tf_tensor *offsets, int n_experts, int64_t R, int64_t N)
+{
+	tf_cu_ptr dst = cuda_ptr(y), ip = cuda_ptr(ids), op = cuda_ptr(offsets);
+	int32_t yb = y->dt == TF_DT_BF16, G = (int32_t)tf_tensor_numel(ids), E = n_experts;
+	int32_t n32 = (int32_t)N;
+	for (int64_t r0 = 0; r0 < R; r0 += GRID_Y_MAX) {
+		int64_t m = R - r0 < GRID_Y_MAX ? R - r0 : GRID_Y_MAX;
+		int32_t r32 = (int32_t)r0;
+		void *p[] = {&yt, &dst, &yb, &bias, &ip, &op, &G, &E, &n32, &r32};
+		tf_status st = cuda_launch(be, &fn_bias_experts, (unsigned)((N + 255) / 256),
+					   (unsigned)m, 256, 0, p);
+		if (st)
+			return st;
+	}
+	return TF_OK;
+}
+
+/* The experts launches of ntasks tasks (at most TASKS_MAX_LAUNCH each). */
+static tf_status experts_run(struct tf_be *be, const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks,
+			     int64_t ntasks, uint32_t rows_max, tf_cu_ptr xrow, tf_cu_ptr xb,
+			     tf_cu_ptr yt, bool yt_bf16)
+{
+	struct cuda_be *c = cuda_of(be);
+	/* Split-K wants ntasks * rows_max * N sums and ntasks * N/128
+	 * counters; a grid of four blocks an SM without it is never split. */
+	uint64_t want = ((uint64_t)ntasks * rows_max * E->n + 15) / 16;
+	if (want > EXPERTS_WS_MAX || (uint64_t)ntasks * (E->n / 128) >= 4 * (uint64_t)c->dev.sms)
+		want = E->n;
+	const struct tf_cu_exl3_ws *ws;
+	tf_status st = cuda_exl3_ws(c, want > E->n ? (uint32_t)want : E->n, &ws);
+	for (int64_t t0 = 0; !st && t0 < ntasks; t0 += TASKS_MAX_LAUNCH) {
+		uint32_t m = (uint32_t)(ntasks - t0 < TASKS_MAX_LAUNCH ? ntasks - t0 : TASKS_MAX_LAUNCH);
+		st = tf_cu_exl3_experts(E, tasks + (uint64_t)t0 * sizeof(struct tf_cu_exl3_task), m,
+					rows_max, xrow, xb, yt, yt_bf16, ws, c->dev.sms, 0, c->stream);
+	}
+	return st;
+}
+
+tf_status cuda_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer *experts,
+				   int n_experts, const struct tf_tensor *expert_ids,
+				   const struct tf_tensor *offsets, const struct tf_tensor *x,
+				   struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
+	int64_t G = tf_tensor_numel(expert_ids);
+	if ((st = tf_op_check("exl3_matmul_experts", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("exl3_matmul_experts", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
+	    (st = tf_op_check("exl3_matmul_experts", "expert_ids", expert_ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("exl3_matmul_experts", "offsets", offsets, TF_DTS_I32, G + 1)))
+		return st;
+	if (!experts || n_experts < 1)
+		return tf_err(TF_ERR_ARG, "exl3_matmul_experts: no experts");
+	if (!R || !G)
+		return TF_OK;
+	if (R > INT32_MAX || G >= INT32_MAX)
+		return tf_err(TF_ERR_ARG, "exl3_matmul_experts: %lld rows, %lld groups (at most 2^31 - 1)",
+			      (long long)R, (long long)G);
+	const struct cuda_exl3_experts_dev *d = NULL;
+	if ((st = experts_get(cuda_of(be), experts, n_experts, &d)))
+		return st;
+	if ((int64_t)d->E.k != K || (int64_t)d->E.n != N)
+		return tf_err(TF_ERR_ARG, "exl3_matmul_experts: experts are %ux%u, x and y want %lldx%lld",
+			      d->E.k, d->E.n, (long long)K, (long long)N);
+	int64_t ntasks;
+	uint32_t rows_max = experts_plan(R, G, &ntasks);
+	tf_cu_ptr xb = 0, xtmp = 0, yt = 0, ytmp = 0, tasks = 0, xrow = 0;
+	bool yt_bf16 = false;
+	if (!(st = cuda_scratch(be, sizeof(struct tf_cu_exl3_task) * (size_t)ntasks, &tasks)) &&
+	    !(st = cuda_scratch(be, sizeof(int32_t) * (size_t)R, &xrow)) &&
+	    !(st = experts_tasks(be, expert_ids, offsets, n_experts, R, rows_max, ntasks, tasks, xrow)) &&
+	    !(st = x_bf16(be, x, &xb, &xtmp)) &&
+	    !(st = y_target(be, y, d->bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
+	    !(st = experts_run(be, &d->E, tasks, ntasks, rows_max, xrow, xb, yt, yt_bf16)) && d->bias)
+		st = bias_experts(be, yt, y, d->bias, expert_ids, offsets, n_experts, R, N);
+	cuda_scratch_release(be, tasks);
+	cuda_scratch_release(be, xrow);
+	cuda_scratch_release(be, xtmp);
+	cuda_scratch_release(be, ytmp);
+	if (st)
+		return tf_err_wrap(st, "exl3_matmul_experts %lld rows, %lld groups: ", (long long)R,
+				   (long long)G);
+	return TF_OK;
+}
