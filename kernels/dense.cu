@@ -44,6 +44,13 @@
  *   (bias [E][N] f16; the group found by binary search in offsets); rows
  *   outside every valid group are not written. Grid (ceil(N / 256), rows)
  *   over rows r0..r0+rows-1, rows up to 65535.
+ * tf_dense_linear_experts: dense experts (test packs): row r of x through
+ *   the weights of its group's expert (the group found by binary search in
+ *   offsets, the expert's W [N][K] address in table[ids[g]]), one warp per
+ *   (row, output column), fp32 sums reduced over the warp; rows outside
+ *   every valid group are not written. Grid (ceil(N / 8), rows) over rows
+ *   r0..r0+rows-1, rows up to 65535, 256 threads. Agrees with the CPU
+ *   within fp32 rounding of a K-term sum, like the linears.
  * tf_dense_experts_tasks: the experts launch's tasks from device (ids,
  *   offsets): group g = rows offsets[g]..offsets[g+1]-1 (clamped to
  *   [0, R)) through expert ids[g] (groups of an expert outside [0, E) are
@@ -442,4 +449,35 @@ tf_dense_experts_tasks(const int32_t *ids, const int32_t *offsets, int32_t G, in
 	}
 	for (int p = t; p < R; p += blockDim.x)
 		xrow[p] = p;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+tf_dense_linear_experts(const void *x, int xdt, const uint64_t *table, int wdt,
+			const int32_t *ids, const int32_t *offsets, int32_t G, int32_t E, void *y,
+			int ydt, int32_t r0, int32_t R, int32_t K, int32_t N)
+{
+	using namespace tf_dense;
+	const int lane = threadIdx.x & 31;
+	const int n = blockIdx.x * 8 + (threadIdx.x >> 5);
+	const int r = r0 + blockIdx.y;
+	if (n >= N || r >= R)
+		return;
+	int lo = 0, hi = G; /* the last group g with offsets[g] <= r */
+	while (hi - lo > 1) {
+		const int mid = (lo + hi) >> 1;
+		if (offsets[mid] <= r)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (r < offsets[lo] || r >= offsets[lo + 1] || ids[lo] < 0 || ids[lo] >= E)
+		return;
+	const void *w = reinterpret_cast<const void *>(table[ids[lo]]);
+	float acc = 0.f;
+	for (int k = lane; k < K; k += 32)
+		acc += load(x, xdt, (int64_t)r * K + k) * load(w, wdt, (int64_t)n * K + k);
+	for (int o = 16; o; o >>= 1)
+		acc += __shfl_xor_sync(0xffffffffu, acc, o);
+	if (!lane)
+		store(y, ydt, (int64_t)r * N + n, acc);
 }

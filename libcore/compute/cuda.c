@@ -302,6 +302,7 @@ static const struct tf_ops cuda_ops = {
 	.sync = cuda_sync,
 	.convert = cuda_convert,
 	.linear = cuda_linear,
+	.linear_experts = cuda_linear_experts,
 	.exl3_matmul = cuda_exl3_matmul,
 	.exl3_matmul_experts = cuda_exl3_matmul_experts,
 	.embed = cuda_embed,

@@ -5,6 +5,7 @@
  * rows, 64 x 64 tiles past that). */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "compute/cuda_be.h"
 
@@ -114,6 +115,57 @@ tf_status cuda_linear(struct tf_be *be, const struct tf_tensor *x, const struct 
 		return tf_err_wrap(st, "linear %lldx%lld by %lldx%lld: ", (long long)R, (long long)K,
 				   (long long)N, (long long)K);
 	return TF_OK;
+}
+
+/* ---- dense experts ---- */
+
+static struct cuda_fn fn_lin_experts = {.name = "tf_dense_linear_experts"};
+
+tf_status cuda_linear_experts(struct tf_be *be, const struct tf_tensor *w, int n_experts,
+			      const struct tf_tensor *expert_ids, const struct tf_tensor *offsets,
+			      const struct tf_tensor *x, struct tf_tensor *y)
+{
+	tf_status st;
+	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
+	int64_t G = tf_tensor_numel(expert_ids);
+	if ((st = tf_op_check("linear_experts", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("linear_experts", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
+	    (st = tf_op_check("linear_experts", "expert_ids", expert_ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("linear_experts", "offsets", offsets, TF_DTS_I32, G + 1)))
+		return st;
+	if (n_experts < 1 || R > INT32_MAX || K > INT32_MAX || N > INT32_MAX || G > INT32_MAX)
+		return tf_err(TF_ERR_ARG, "linear_experts: %d experts of %lld x %lld", n_experts,
+			      (long long)N, (long long)K);
+	/* every expert the same shape and dtype: one table of addresses */
+	tf_cu_ptr *addr = malloc((size_t)n_experts * sizeof *addr), table = 0;
+	if (!addr)
+		return tf_err(TF_ERR_NOMEM, "linear_experts: out of memory");
+	for (int e = 0; e < n_experts && !st; e++) {
+		if ((st = tf_op_check("linear_experts", "w", &w[e], TF_DTS_FLOAT, N * K)) ||
+		    (w[e].dt != w[0].dt &&
+		     (st = tf_err(TF_ERR_ARG, "linear_experts: experts of dtypes %s and %s",
+				  tf_dt_name(w[0].dt), tf_dt_name(w[e].dt)))))
+			break;
+		addr[e] = cuda_ptr(&w[e]);
+	}
+	if (!st && R && N && !(st = cuda_scratch(be, (size_t)n_experts * sizeof *addr, &table)) &&
+	    !(st = cuda_put(cuda_of(be), table, addr, (size_t)n_experts * sizeof *addr))) {
+		tf_cu_ptr xp = cuda_ptr(x), ip = cuda_ptr(expert_ids), op = cuda_ptr(offsets);
+		tf_cu_ptr yp = cuda_ptr(y);
+		int32_t xdt = x->dt, wdt = w[0].dt, ydt = y->dt, g32 = (int32_t)G, e32 = n_experts;
+		int32_t r32 = (int32_t)R, k32 = (int32_t)K, n32 = (int32_t)N;
+		for (int64_t r0 = 0; r0 < R && !st; r0 += GRID_Y_MAX) {
+			int32_t r0_32 = (int32_t)r0;
+			unsigned rows = (unsigned)(R - r0 < GRID_Y_MAX ? R - r0 : GRID_Y_MAX);
+			void *p[] = {&xp, &xdt, &table, &wdt, &ip, &op, &g32, &e32,
+				     &yp, &ydt, &r0_32, &r32, &k32, &n32};
+			st = cuda_launch(be, &fn_lin_experts, (unsigned)((N + 7) / 8), rows, 256, 0, p);
+		}
+	}
+	if (table)
+		cuda_scratch_release(be, table);
+	free(addr);
+	return st;
 }
 
 /* ---- embedding ---- */

@@ -51,7 +51,7 @@ tf_status cuda_scratch(struct tf_be *be, size_t n, tf_cu_ptr *p);
 void cuda_scratch_release(struct tf_be *be, tf_cu_ptr p);
 
 /* Op entry points by file, so cuda.c can fill the table. */
-/* cuda.c: memory, convert, linear, embed, rmsnorm, rope */
+/* cuda.c (memory), cuda_dense.c (convert, linear, embed, rmsnorm, rope): cuda_be.h */
 /* cuda_exl3.c */
 tf_status cuda_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *w,
 			   const struct tf_tensor *x, struct tf_tensor *y);
