@@ -1,0 +1,273 @@
+/* cuda_attn.c: the CUDA attention ops (dsv41-forward-spec.md §6-§8): sparse
+ * MQA with sinks, the compressor's pooling and norm, indexer scores, top-k
+ * selection, candidate blocks and the key lists. Kernels: kernels/attn.cu
+ * (its opening comment has the maths, accuracy and launch limits); CPU
+ * twins: cpu_attn.c, whose argument checks these repeat.
+ *
+ * What the CPU checks in the index arrays' values (key_off in order,
+ * key_idx within the keys, the key lists fitting key_idx) lives in device
+ * memory here and is not read: attention clamps key_off to key_idx and
+ * skips keys outside the table, and attn_keys refuses a key_idx without
+ * room for the most keys the rows could have (n k plus the windows). */
+#include <math.h>
+
+#include "compute/cuda_impl.h"
+
+static struct cuda_fn fn_mqa[2][3] = {
+	{{.name = "tf_attn_mqa_f32_e4"}, {.name = "tf_attn_mqa_f32_e8"},
+	 {.name = "tf_attn_mqa_f32_e16"}},
+	{{.name = "tf_attn_mqa_bf16_e4"}, {.name = "tf_attn_mqa_bf16_e8"},
+	 {.name = "tf_attn_mqa_bf16_e16"}},
+};
+static struct cuda_fn fn_mqa_merge = {.name = "tf_attn_mqa_merge"};
+static struct cuda_fn fn_compressor = {.name = "tf_attn_compressor"};
+static struct cuda_fn fn_score[2][2] = {
+	{{.name = "tf_attn_score_f32_t4"}, {.name = "tf_attn_score_f32_t8"}},
+	{{.name = "tf_attn_score_bf16_t4"}, {.name = "tf_attn_score_bf16_t8"}},
+};
+static struct cuda_fn fn_topk = {.name = "tf_attn_topk"};
+static struct cuda_fn fn_blockmax = {.name = "tf_attn_blockmax"};
+static struct cuda_fn fn_blocks = {.name = "tf_attn_blocks"};
+static struct cuda_fn fn_keys_off = {.name = "tf_attn_keys_off"};
+static struct cuda_fn fn_keys_fill = {.name = "tf_attn_keys_fill"};
+
+#define MQA_MAX_D 512     /* 16 elements a lane */
+#define MQA_HEADS 8       /* heads a block */
+#define MQA_MAX_SPLITS 16
+#define SEL_THREADS 1024
+#define CMP_MAX_W 12288   /* 48 KiB of shared memory */
+
+/* ---- attention ---- */
+
+/* Splits of each row's key list: with few rows, enough blocks for one a
+ * multiprocessor (one block fits an SM: 221 registers a thread), no split
+ * shorter than about 64 keys (the average row length is room / R: key_off's
+ * values stay on the device). Measured on the H200 against two blocks an
+ * SM and 32- or 128-key splits: 32 us for one row of 64 heads and 1152
+ * keys, 116 us for 8 rows. */
+static int mqa_splits(struct tf_be *be, int64_t blocks, int64_t room, int64_t R)
+{
+	int64_t want = cuda_sms(be), s = 1;
+	if (blocks < want)
+		s = want / blocks;
+	int64_t by_len = room / R / 64;
+	if (s > by_len)
+		s = by_len;
+	return s < 1 ? 1 : s > MQA_MAX_SPLITS ? MQA_MAX_SPLITS : (int)s;
+}
+
+tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const struct tf_tensor *keys,
+			 const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
+			 const struct tf_tensor *sink, struct tf_tensor *out)
+{
+	tf_status st;
+	int64_t R = tf_tensor_numel(key_off) - 1, D = tf_tensor_cols(q);
+	int64_t NK = tf_tensor_rows(keys), room = tf_tensor_numel(key_idx);
+	if ((st = tf_op_check("attention", "q", q, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("attention", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("attention", "key_off", key_off, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attention", "key_idx", key_idx, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attention", "out", out, TF_DTS_F32, tf_tensor_numel(q))))
+		return st;
+	if (R < 1 || D < 1 || tf_tensor_numel(q) % (R * D) || tf_tensor_cols(keys) != D)
+		return tf_err(TF_ERR_ARG, "attention: q is not [%lld, H, %lld] or keys not [NK, %lld]",
+			      (long long)R, (long long)D, (long long)D);
+	int64_t H = tf_tensor_numel(q) / (R * D);
+	if ((st = tf_op_check("attention", "sink", sink, TF_DTS_F32, H)))
+		return st;
+	if (D > MQA_MAX_D)
+		return tf_err(TF_ERR_ARG, "attention: head width %lld past the kernel's %d",
+			      (long long)D, MQA_MAX_D);
+	int64_t groups = (H + MQA_HEADS - 1) / MQA_HEADS;
+	int S = mqa_splits(be, R * groups, room, R);
+	tf_cu_ptr part = 0;
+	if (S > 1 && (st = cuda_scratch(be, (size_t)(R * H * S * (D + 2)) * sizeof(float), &part)))
+		return st;
+	struct cuda_fn *fn = &fn_mqa[keys->dt == TF_DT_BF16][D <= 128 ? 0 : D <= 256 ? 1 : 2];
+	/* q, keys [NK, D], key_off [R + 1], key_idx [room], sink [H] -> out [R, H, D] f32 */
+	tf_cu_ptr qp = cuda_ptr(q), kp = cuda_ptr(keys), op = cuda_ptr(key_off);
+	tf_cu_ptr ip = cuda_ptr(key_idx), sp = cuda_ptr(sink), outp = cuda_ptr(out);
+	int32_t q_dt = (int32_t)q->dt, h32 = (int32_t)H, d32 = (int32_t)D, s32 = S;
+	float scale = 1.0f / sqrtf((float)D);
+	void *p[] = {&qp, &q_dt, &kp, &NK, &op, &ip, &room, &sp, &outp, &part, &h32, &d32, &s32,
+		     &scale};
+	st = cuda_launch(be, fn, (unsigned)(R * groups), (unsigned)S, 256, 0, p);
+	if (!st && S > 1) {
+		void *pm[] = {&part, &sp, &outp, &h32, &d32, &s32};
+		st = cuda_launch(be, &fn_mqa_merge, (unsigned)(R * H), 1, 128, 0, pm);
+	}
+	if (part)
+		cuda_scratch_release(be, part);
+	return st;
+}
+
+/* ---- compressor ---- */
+
+tf_status cuda_compressor(struct tf_be *be, const struct tf_tensor *u, const struct tf_tensor *g,
+			  const struct tf_tensor *w, float eps, struct tf_tensor *lat)
+{
+	tf_status st;
+	int64_t W = tf_tensor_cols(lat), E = tf_tensor_rows(lat);
+	if ((st = tf_op_check("compressor", "u", u, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("compressor", "lat", lat, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("compressor", "w", w, TF_DTS_FLOAT, W)))
+		return st;
+	int64_t r = E > 0 && W > 0 ? tf_tensor_numel(u) / (E * W) : 0;
+	if ((r != 1 && r != 2) || tf_tensor_numel(u) != E * r * W)
+		return tf_err(TF_ERR_ARG, "compressor: u is not [%lld, 1|2, %lld]", (long long)E,
+			      (long long)W);
+	if (r == 2 && (st = tf_op_check("compressor", "g", g, TF_DTS_F32, E * r * W)))
+		return st;
+	if (W > CMP_MAX_W)
+		return tf_err(TF_ERR_ARG, "compressor: width %lld past the kernel's %d",
+			      (long long)W, CMP_MAX_W);
+	/* u, g [E, r, W] f32, w [W] -> lat [E, W] f32/bf16 */
+	tf_cu_ptr up = cuda_ptr(u), gp = r == 2 ? cuda_ptr(g) : 0, wp = cuda_ptr(w);
+	tf_cu_ptr lp = cuda_ptr(lat);
+	int32_t w_dt = (int32_t)w->dt, l_dt = (int32_t)lat->dt, w32 = (int32_t)W, r32 = (int32_t)r;
+	void *p[] = {&up, &gp, &wp, &w_dt, &lp, &l_dt, &w32, &r32, &eps};
+	return cuda_launch(be, &fn_compressor, (unsigned)E, 1, 256,
+			   (unsigned)(W * (int64_t)sizeof(float)), p);
+}
+
+/* ---- indexer ---- */
+
+tf_status cuda_index_score(struct tf_be *be, const struct tf_tensor *iq,
+			   const struct tf_tensor *iw, const struct tf_tensor *keys,
+			   const struct tf_tensor *n_vis, const struct tf_tensor *blocks, int bs,
+			   struct tf_tensor *scores)
+{
+	tf_status st;
+	int64_t R = tf_tensor_numel(n_vis), Hi = tf_tensor_cols(iw), Di = tf_tensor_cols(keys);
+	int64_t N = tf_tensor_rows(keys);
+	if ((st = tf_op_check("index_score", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("index_score", "iq", iq, TF_DTS_F32 | TF_DTS_BF16, R * Hi * Di)) ||
+	    (st = tf_op_check("index_score", "iw", iw, TF_DTS_F32, R * Hi)) ||
+	    (st = tf_op_check("index_score", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("index_score", "scores", scores, TF_DTS_F32, R * N)))
+		return st;
+	int64_t nblk = 0;
+	if (blocks) {
+		if (bs <= 0)
+			return tf_err(TF_ERR_ARG, "index_score: block size %d", bs);
+		nblk = tf_tensor_cols(blocks);
+		if ((st = tf_op_check("index_score", "blocks", blocks, TF_DTS_U8, R * nblk)))
+			return st;
+		if (nblk < (N + bs - 1) / bs)
+			return tf_err(TF_ERR_ARG, "index_score: %lld block columns for %lld keys of %d",
+				      (long long)nblk, (long long)N, bs);
+	}
+	if (N == 0 || R == 0)
+		return TF_OK;
+	/* 8T heads a pass and 1024/T keys a block: T = 4 fits 32 heads. */
+	int t8 = Hi > 32;
+	int64_t tj = t8 ? 128 : 256, tiles = (N + tj - 1) / tj;
+	if (tiles * R > 0x7fffffff)
+		return tf_err(TF_ERR_ARG, "index_score: %lld rows of %lld keys past the grid",
+			      (long long)R, (long long)N);
+	/* iq [R, Hi, Di], iw [R, Hi], keys [N, Di], n_vis [R], blocks [R, nblk] -> scores [R, N] */
+	tf_cu_ptr qp = cuda_ptr(iq), wp = cuda_ptr(iw), kp = cuda_ptr(keys);
+	tf_cu_ptr np = cuda_ptr(n_vis), bp = blocks ? cuda_ptr(blocks) : 0, sp = cuda_ptr(scores);
+	int32_t q_dt = (int32_t)iq->dt, bs32 = blocks ? bs : 1, hi = (int32_t)Hi, di = (int32_t)Di;
+	float hs = 1.0f / sqrtf((float)Hi), ds = 1.0f / sqrtf((float)Di);
+	void *p[] = {&qp, &q_dt, &wp, &kp, &np, &bp, &nblk, &bs32, &sp, &N, &hi, &di, &hs, &ds};
+	return cuda_launch(be, &fn_score[keys->dt == TF_DT_BF16][t8], (unsigned)(tiles * R), 1, 256,
+			   0, p);
+}
+
+tf_status cuda_index_topk(struct tf_be *be, const struct tf_tensor *scores,
+			  const struct tf_tensor *n_vis, int k, struct tf_tensor *sel,
+			  struct tf_tensor *n_sel)
+{
+	tf_status st;
+	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
+	if ((st = tf_op_check("index_topk", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("index_topk", "scores", scores, TF_DTS_F32, R * N)) ||
+	    (st = tf_op_check("index_topk", "sel", sel, TF_DTS_I32, R * (int64_t)k)) ||
+	    (st = tf_op_check("index_topk", "n_sel", n_sel, TF_DTS_I32, R)))
+		return st;
+	if (k <= 0)
+		return tf_err(TF_ERR_ARG, "index_topk: k = %d", k);
+	if (R == 0)
+		return TF_OK;
+	/* scores [R, N] f32, n_vis [R] -> sel [R, k], n_sel [R] int32 */
+	tf_cu_ptr sp = cuda_ptr(scores), np = cuda_ptr(n_vis), op = cuda_ptr(sel);
+	tf_cu_ptr cp = cuda_ptr(n_sel);
+	int32_t k32 = k;
+	void *p[] = {&sp, &np, &N, &k32, &op, &cp};
+	return cuda_launch(be, &fn_topk, (unsigned)R, 1, SEL_THREADS, 0, p);
+}
+
+tf_status cuda_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
+				const struct tf_tensor *n_vis, int bs, int topb,
+				struct tf_tensor *blocks)
+{
+	tf_status st;
+	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
+	if (bs <= 0 || topb <= 0)
+		return tf_err(TF_ERR_ARG, "candidate_blocks: block %d, top %d", bs, topb);
+	int64_t nblk = blocks ? tf_tensor_cols(blocks) : 0, need = (N + bs - 1) / bs;
+	if ((st = tf_op_check("candidate_blocks", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("candidate_blocks", "scores", scores, TF_DTS_F32, R * N)) ||
+	    (st = tf_op_check("candidate_blocks", "blocks", blocks, TF_DTS_U8, R * nblk)))
+		return st;
+	if (nblk < need)
+		return tf_err(TF_ERR_ARG, "candidate_blocks: %lld block columns for %lld scores of %d",
+			      (long long)nblk, (long long)N, bs);
+	if (R == 0)
+		return TF_OK;
+	int64_t per = (need + 255) / 256;
+	if (per * R > 0x7fffffff)
+		return tf_err(TF_ERR_ARG, "candidate_blocks: %lld rows of %lld blocks past the grid",
+			      (long long)R, (long long)need);
+	/* m: u32 [R, need], the order key of each visible block's best score */
+	tf_cu_ptr m = 0;
+	if (need && (st = cuda_scratch(be, (size_t)(R * need) * sizeof(uint32_t), &m)))
+		return st;
+	tf_cu_ptr sp = cuda_ptr(scores), np = cuda_ptr(n_vis), bp = cuda_ptr(blocks);
+	int32_t bs32 = bs, topb32 = topb;
+	void *pm[] = {&sp, &np, &N, &bs32, &need, &m};
+	st = need ? cuda_launch(be, &fn_blockmax, (unsigned)(per * R), 1, 256, 0, pm) : TF_OK;
+	if (!st) {
+		/* m [R, need], n_vis [R] -> blocks u8 [R, nblk] */
+		void *pb[] = {&m, &np, &N, &bs32, &need, &topb32, &bp, &nblk};
+		st = cuda_launch(be, &fn_blocks, (unsigned)R, 1, SEL_THREADS, 0, pb);
+	}
+	if (m)
+		cuda_scratch_release(be, m);
+	return st;
+}
+
+/* ---- key lists ---- */
+
+tf_status cuda_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
+			 const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
+			 int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx)
+{
+	tf_status st;
+	int64_t n = tf_tensor_numel(key_off) - 1, k = sel ? tf_tensor_cols(sel) : 0;
+	if ((st = tf_op_check("attn_keys", "key_off", key_off, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attn_keys", "key_idx", key_idx, TF_DTS_I32, -1)) ||
+	    (sel && ((st = tf_op_check("attn_keys", "sel", sel, TF_DTS_I32, n * k)) ||
+		     (st = tf_op_check("attn_keys", "n_sel", n_sel, TF_DTS_I32, n)))))
+		return st;
+	if (n < 1 || window < 1 || p0 < 0)
+		return tf_err(TF_ERR_ARG, "attn_keys: %lld rows at %lld, window %d", (long long)n,
+			      (long long)p0, window);
+	/* n_sel is on the device: room for the most keys, every row full. */
+	int64_t room = tf_tensor_numel(key_idx), most = n * k;
+	for (int64_t i = 0; i < n; i++)
+		most += p0 + i + 1 < window ? p0 + i + 1 : window;
+	if (most > room)
+		return tf_err(TF_ERR_ARG, "attn_keys: %lld keys do not fit", (long long)room);
+	/* sel [n, k], n_sel [n] (or none) -> key_off [n + 1], key_idx [room] int32 */
+	tf_cu_ptr sp = sel ? cuda_ptr(sel) : 0, np = sel ? cuda_ptr(n_sel) : 0;
+	tf_cu_ptr op = cuda_ptr(key_off), ip = cuda_ptr(key_idx);
+	int32_t k32 = (int32_t)k, d32 = direct, w32 = window;
+	void *po[] = {&np, &k32, &n, &p0, &w32, &op};
+	st = cuda_launch(be, &fn_keys_off, 1, 1, SEL_THREADS, 0, po);
+	if (st)
+		return st;
+	void *pf[] = {&sp, &np, &k32, &d32, &p0, &w32, &wbase, &op, &ip};
+	return cuda_launch(be, &fn_keys_fill, (unsigned)n, 1, 128, 0, pf);
+}
