@@ -428,7 +428,6 @@ tf_status tf_cuda_be_new(int device, struct tf_be **out)
 		goto out;
 	}
 	tf_hmap_init(&c->blocks, TF_HMAP_U64);
-	tf_hmap_init(&c->layers, TF_HMAP_U64);
 	tf_hmap_init(&c->experts, TF_HMAP_U64);
 	if ((st = tf_cu_device_open(device, &c->dev)) || (st = tf_cu_module_load()))
 		goto out;

@@ -1,7 +1,7 @@
 /* cuda_be.h: the CUDA backend's state and what its core files (cuda.c,
  * cuda_dense.c, cuda_exl3.c) share beyond cuda_impl.h: the table, the
  * dense ops, cuBLAS, the EXL3 workspace, uploads of host bytes and the
- * EXL3 device copies. Internal to libcore/compute; the other cuda_*.c
+ * experts' width tables. Internal to libcore/compute; the other cuda_*.c
  * files need only cuda_impl.h. */
 #ifndef TF_COMPUTE_CUDA_BE_H
 #define TF_COMPUTE_CUDA_BE_H
@@ -47,8 +47,7 @@ struct cuda_be {
 	struct cuda_late *late;
 	size_t nlate, late_cap;
 	struct tf_hmap blocks;     /* arena address -> bytes asked for (tensors, scratch) */
-	struct tf_hmap layers;     /* host tf_exl3_layer * -> struct cuda_exl3_dev * */
-	struct tf_hmap experts;    /* host experts array -> struct cuda_exl3_experts_dev * */
+	struct tf_hmap experts;    /* experts array -> struct cuda_exl3_experts_dev * */
 };
 
 static inline struct cuda_be *cuda_of(struct tf_be *be)
@@ -69,7 +68,7 @@ tf_status cuda_put(struct cuda_be *c, tf_cu_ptr dst, const void *src, size_t n);
 /* The EXL3 workspace for layers of up to n_max columns (grown, which waits
  * for the stream once). */
 tf_status cuda_exl3_ws(struct cuda_be *c, uint32_t n_max, const struct tf_cu_exl3_ws **ws);
-/* Free the EXL3 device copies (cuda_exl3.c), at tf_be_free. */
+/* Free the experts' width tables (cuda_exl3.c), at tf_be_free. */
 void cuda_exl3_release(struct cuda_be *c);
 
 /* The dense ops (cuda_dense.c). cuda_convert_to also serves other ops:

@@ -3,13 +3,15 @@
  * cuda/exl3_gemm.h), with the argument checks of cpu_exl3.c that need no
  * device data.
  *
- * Weights: the ops take host layers (model/exl3.h); each is copied to the
- * device on first use and kept, keyed by the host pointer (a key whose
- * layer pointers changed is copied again), until tf_be_free. A projection's
- * experts are one image keyed by the array's address: their trellises back
- * to back (tf_exl3_experts_layout), the width table, suh [E][K], svh
- * [E][N] and, when any expert has one, the biases [E][N] (zeros for the
- * others).
+ * Weights: the layers' trellis, suh, svh and bias pointers are device
+ * addresses (the backend's memory, as tensors are: a model on this
+ * backend uploads its weights once). A projection's experts must lie as
+ * one image, as tf_exl3_experts_layout places them (the prepared images'
+ * stacks): trellises back to back from experts[0]'s, suh [E][K] and svh
+ * [E][N] contiguous, and biases [E][N] when any expert has one. The width
+ * table the experts launch reads is built from that on first use, keyed
+ * by the array's address (again when its layers change), until
+ * tf_be_free.
  *
  * exl3_matmul: up to TF_CU_EXL3_ROWS_MAX rows through the fused GEMV, more
  * through the GEMM (decode to fp16, cuBLAS; GEMM_ROWS rows a launch) or,
@@ -36,21 +38,20 @@
 #include "cuda/exl3_gemm.h"
 #include "model/exl3.h"
 
-/* One layer on the device, in one arena block. */
+/* One layer as the launchers take it. */
 struct cuda_exl3_dev {
-	struct tf_exl3_layer host; /* what it was copied from */
 	struct tf_cu_exl3_layer L;
 	tf_cu_ptr bias;            /* f16 [N], or 0 */
-	tf_cu_ptr mem;
 };
 
-/* A projection's experts on the device, in one arena block. */
+/* A projection's experts: the launch's view of their image, and the width
+ * table (one arena block). */
 struct cuda_exl3_experts_dev {
 	struct tf_exl3_layer *host; /* copy of the array it was built from */
 	int count;
 	struct tf_cu_exl3_experts E;
 	tf_cu_ptr bias;             /* f16 [count][N], or 0 */
-	tf_cu_ptr mem;
+	tf_cu_ptr mem;              /* the table */
 };
 
 /* The most split-K columns of the experts workspace (64 MiB of sums). */
@@ -64,71 +65,29 @@ static struct cuda_fn fn_bias_rows = {.name = "tf_dense_bias_rows"};
 static struct cuda_fn fn_bias_experts = {.name = "tf_dense_bias_experts"};
 static struct cuda_fn fn_tasks = {.name = "tf_dense_experts_tasks"};
 
-static size_t align512(size_t v)
+/* ---- the layers' device views ---- */
+
+static tf_cu_ptr dptr(const void *p)
 {
-	return (v + 511) & ~(size_t)511;
+	return (tf_cu_ptr)(uintptr_t)p;
 }
 
-/* ---- device copies ---- */
-
-static tf_status layer_put(struct cuda_be *c, const struct tf_exl3_layer *L,
-			   struct cuda_exl3_dev *d)
+static void layer_get(const struct tf_exl3_layer *L, struct cuda_exl3_dev *d)
 {
-	const size_t tb = tf_exl3_trellis_bytes(&L->g), kb = 2 * (size_t)L->g.k,
-		     nb = 2 * (size_t)L->g.n;
-	const size_t at_suh = align512(tb), at_svh = at_suh + align512(kb),
-		     at_bias = at_svh + align512(nb);
-	tf_status st = cuda_mem_alloc(c, at_bias + (L->bias ? nb : 0), &d->mem);
-	if (st)
-		return st;
-	d->host = *L;
-	d->L = (struct tf_cu_exl3_layer){L->g, d->mem, d->mem + at_suh, d->mem + at_svh};
-	d->bias = L->bias ? d->mem + at_bias : 0;
-	if ((st = cuda_put(c, d->L.trellis, L->trellis, tb)) ||
-	    (st = cuda_put(c, d->L.suh, L->suh, kb)) || (st = cuda_put(c, d->L.svh, L->svh, nb)) ||
-	    (L->bias && (st = cuda_put(c, d->bias, L->bias, nb))))
-		cuda_mem_free(c, d->mem);
-	return st;
+	d->L = (struct tf_cu_exl3_layer){L->g, dptr(L->trellis), dptr(L->suh), dptr(L->svh)};
+	d->bias = dptr(L->bias);
 }
 
-/* L's device copy, made on first use (again when L's pointers changed). */
-static tf_status layer_get(struct cuda_be *c, const struct tf_exl3_layer *L,
-			   const struct cuda_exl3_dev **out)
-{
-	uintptr_t v;
-	struct cuda_exl3_dev *d;
-	if (tf_hmap_get(&c->layers, (uint64_t)(uintptr_t)L, &v)) {
-		d = (struct cuda_exl3_dev *)v;
-		if (!memcmp(&d->host, L, sizeof *L)) {
-			*out = d;
-			return TF_OK;
-		}
-		cuda_mem_free(c, d->mem);
-	} else if (!(d = calloc(1, sizeof *d))) {
-		return tf_err(TF_ERR_NOMEM, "exl3_matmul: out of memory");
-	}
-	tf_status st = layer_put(c, L, d);
-	if (!st)
-		st = tf_hmap_put(&c->layers, (uint64_t)(uintptr_t)L, (uintptr_t)d);
-	if (st) {
-		tf_hmap_del(&c->layers, (uint64_t)(uintptr_t)L, NULL);
-		free(d);
-		return tf_err_wrap(st, "exl3_matmul: copying a %ux%u layer to the device: ", L->g.k,
-				   L->g.n);
-	}
-	*out = d;
-	return TF_OK;
-}
-
+/* The experts' image from ex[0]'s addresses (TF_ERR_ARG naming the first
+ * expert that is not where the layout puts it), and its width table. */
 static tf_status experts_put(struct cuda_be *c, const struct tf_exl3_layer *ex, int count,
 			     struct cuda_exl3_experts_dev *d)
 {
 	struct tf_exl3_geom *g = malloc(sizeof *g * (size_t)count);
 	uint64_t *off = malloc(sizeof *off * (size_t)count);
 	unsigned char *table = malloc((size_t)TF_CU_EXL3_EXPERT_BYTES * (size_t)count);
-	uint16_t *zeros = NULL;
 	uint64_t total = 0;
-	int ragged, has_bias = 0;
+	int ragged, has_bias = ex[0].bias != NULL;
 	tf_status st = TF_OK;
 	if (!g || !off || !table) {
 		st = tf_err(TF_ERR_NOMEM, "out of memory");
@@ -140,40 +99,35 @@ static tf_status experts_put(struct cuda_be *c, const struct tf_exl3_layer *ex, 
 			goto out;
 		}
 		g[e] = ex[e].g;
-		has_bias |= ex[e].bias != NULL;
 	}
 	if ((st = tf_exl3_experts_layout(g, (uint32_t)count, off, &total, &ragged))) {
 		st = tf_err(TF_ERR_ARG, "%s", tf_errmsg(st));
 		goto out;
 	}
+	const uint64_t k = g[0].k, n = g[0].n;
+	for (int e = 0; e < count && !st; e++)
+		if (dptr(ex[e].trellis) != dptr(ex[0].trellis) + off[e] ||
+		    dptr(ex[e].suh) != dptr(ex[0].suh) + 2 * k * (uint64_t)e ||
+		    dptr(ex[e].svh) != dptr(ex[0].svh) + 2 * n * (uint64_t)e ||
+		    (has_bias && dptr(ex[e].bias) != dptr(ex[0].bias) + 2 * n * (uint64_t)e) ||
+		    (!has_bias && ex[e].bias))
+			st = tf_err(TF_ERR_ARG, "expert %d is not where the experts' image puts it "
+				    "(tf_exl3_experts_layout, suh [E][K], svh and bias [E][N])", e);
 	tf_cu_exl3_experts_table(g, off, (uint32_t)count, table);
-	const size_t k = g[0].k, n = g[0].n, tsz = (size_t)TF_CU_EXL3_EXPERT_BYTES * count;
-	const size_t at_table = align512(total), at_suh = at_table + align512(tsz),
-		     at_svh = at_suh + align512(2 * k * count), at_bias = at_svh + align512(2 * n * count);
-	if (has_bias && !(zeros = calloc(n, 2))) {
-		st = tf_err(TF_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	if ((st = cuda_mem_alloc(c, at_bias + (has_bias ? 2 * n * count : 0), &d->mem)))
+	const size_t tsz = (size_t)TF_CU_EXL3_EXPERT_BYTES * count;
+	if (st || (st = cuda_mem_alloc(c, tsz, &d->mem)))
 		goto out;
 	d->E = (struct tf_cu_exl3_experts){(uint32_t)k, (uint32_t)n, (uint32_t)count, g[0].cb,
-					   d->mem, d->mem + at_table, d->mem + at_suh, d->mem + at_svh};
-	d->bias = has_bias ? d->mem + at_bias : 0;
+					   dptr(ex[0].trellis), d->mem, dptr(ex[0].suh),
+					   dptr(ex[0].svh)};
+	d->bias = dptr(ex[0].bias);
 	d->count = count;
-	st = cuda_put(c, d->E.table, table, tsz);
-	for (int e = 0; e < count && !st; e++) {
-		if (!(st = cuda_put(c, d->E.trellis + off[e], ex[e].trellis, tf_exl3_trellis_bytes(&g[e]))) &&
-		    !(st = cuda_put(c, d->E.suh + 2 * k * e, ex[e].suh, 2 * k)) &&
-		    !(st = cuda_put(c, d->E.svh + 2 * n * e, ex[e].svh, 2 * n)) && has_bias)
-			st = cuda_put(c, d->bias + 2 * n * e, ex[e].bias ? ex[e].bias : zeros, 2 * n);
-	}
-	if (st)
+	if ((st = cuda_put(c, d->E.table, table, tsz)))
 		cuda_mem_free(c, d->mem);
 out:
 	free(g);
 	free(off);
 	free(table);
-	free(zeros);
 	return st;
 }
 
@@ -207,7 +161,7 @@ static tf_status experts_get(struct cuda_be *c, const struct tf_exl3_layer *ex, 
 		tf_hmap_del(&c->experts, (uint64_t)(uintptr_t)ex, NULL);
 		free(d->host);
 		free(d);
-		return tf_err_wrap(st, "exl3_matmul_experts: copying %d experts to the device: ", count);
+		return tf_err_wrap(st, "exl3_matmul_experts: %d experts: ", count);
 	}
 	*out = d;
 	return TF_OK;
@@ -217,19 +171,12 @@ void cuda_exl3_release(struct cuda_be *c)
 {
 	size_t i = 0;
 	const struct tf_hmap_slot *s;
-	while (tf_hmap_next(&c->layers, &i, &s)) {
-		struct cuda_exl3_dev *d = (struct cuda_exl3_dev *)s->val;
-		cuda_mem_free(c, d->mem);
-		free(d);
-	}
-	i = 0;
 	while (tf_hmap_next(&c->experts, &i, &s)) {
 		struct cuda_exl3_experts_dev *d = (struct cuda_exl3_experts_dev *)s->val;
 		cuda_mem_free(c, d->mem);
 		free(d->host);
 		free(d);
 	}
-	tf_hmap_release(&c->layers);
 	tf_hmap_release(&c->experts);
 }
 
@@ -348,13 +295,14 @@ tf_status cuda_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
 		return TF_OK;
 	if (R > INT32_MAX)
 		return tf_err(TF_ERR_ARG, "exl3_matmul: %lld rows (at most 2^31 - 1)", (long long)R);
-	const struct cuda_exl3_dev *d = NULL;
+	struct cuda_exl3_dev d;
 	tf_cu_ptr xb = 0, xtmp = 0, yt = 0, ytmp = 0;
 	bool yt_bf16 = false;
-	if (!(st = layer_get(cuda_of(be), L, &d)) && !(st = x_bf16(be, x, &xb, &xtmp)) &&
-	    !(st = y_target(be, y, d->bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
-	    !(st = matmul_rows(be, &d->L, xb, R, yt, yt_bf16)) && d->bias)
-		st = bias_rows(be, yt, y, d->bias, R, N);
+	layer_get(L, &d);
+	if (!(st = x_bf16(be, x, &xb, &xtmp)) &&
+	    !(st = y_target(be, y, d.bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
+	    !(st = matmul_rows(be, &d.L, xb, R, yt, yt_bf16)) && d.bias)
+		st = bias_rows(be, yt, y, d.bias, R, N);
 	cuda_scratch_release(be, xtmp);
 	cuda_scratch_release(be, ytmp);
 	if (st)

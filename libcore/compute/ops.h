@@ -114,14 +114,18 @@ struct tf_ops {
 			    struct tf_tensor *y);
 
 	/* The EXL3 matmul, y[R,N] = x[R,K] . W (exl3-format.md: fp16 Hadamard-
-	 * rotated activations): x bf16 (f32/f16 taken), y f32 or bf16. The CPU
-	 * backend keeps the rotated activations in fp32 (cpu_exl3.c). */
+	 * rotated activations): x bf16 (f32/f16 taken), y f32 or bf16. The
+	 * layer's trellis, suh, svh and bias point into the backend's memory,
+	 * as tensors do (device addresses on CUDA). The CPU backend keeps the
+	 * rotated activations in fp32 (cpu_exl3.c). */
 	tf_status (*exl3_matmul)(struct tf_be *be, const struct tf_exl3_layer *w,
 				 const struct tf_tensor *x, struct tf_tensor *y);
 	/* Ragged experts: experts[0..n_experts) are one projection's experts
 	 * (widths may differ); rows of x are grouped by expert, group g = rows
 	 * offsets[g]..offsets[g+1]-1 through expert expert_ids[g] (int32 [G] and
-	 * [G+1]); y rows in the same order. */
+	 * [G+1]); y rows in the same order. A device backend takes the experts
+	 * as one image (tf_exl3_experts_layout's trellises back to back, suh
+	 * [E][K] and svh [E][N] contiguous), as a model's stacks lie. */
 	tf_status (*exl3_matmul_experts)(struct tf_be *be, const struct tf_exl3_layer *experts,
 					 int n_experts, const struct tf_tensor *expert_ids,
 					 const struct tf_tensor *offsets, const struct tf_tensor *x,
