@@ -31,48 +31,6 @@ tf_status cuda_page_rows(struct tf_be *be, const struct tf_tensor *pt, int rpp,
 	PENDING("page_rows");
 }
 
-tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const struct tf_tensor *keys,
-			 const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
-			 const struct tf_tensor *sink, struct tf_tensor *out)
-{
-	PENDING("attention");
-}
-
-tf_status cuda_compressor(struct tf_be *be, const struct tf_tensor *u, const struct tf_tensor *g,
-			  const struct tf_tensor *w, float eps, struct tf_tensor *lat)
-{
-	PENDING("compressor");
-}
-
-tf_status cuda_index_score(struct tf_be *be, const struct tf_tensor *iq,
-			   const struct tf_tensor *iw, const struct tf_tensor *keys,
-			   const struct tf_tensor *n_vis, const struct tf_tensor *blocks, int bs,
-			   struct tf_tensor *scores)
-{
-	PENDING("index_score");
-}
-
-tf_status cuda_index_topk(struct tf_be *be, const struct tf_tensor *scores,
-			  const struct tf_tensor *n_vis, int k, struct tf_tensor *sel,
-			  struct tf_tensor *n_sel)
-{
-	PENDING("index_topk");
-}
-
-tf_status cuda_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
-				const struct tf_tensor *n_vis, int bs, int topb,
-				struct tf_tensor *blocks)
-{
-	PENDING("candidate_blocks");
-}
-
-tf_status cuda_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
-			 const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
-			 int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx)
-{
-	PENDING("attn_keys");
-}
-
 tf_status cuda_moe_route(struct tf_be *be, const struct tf_tensor *lg, const struct tf_tensor *bias,
 			 int k, float scale, struct tf_tensor *ids, struct tf_tensor *weights)
 {
