@@ -877,8 +877,12 @@ static void layer_summary(void)
 	ADD("hc_post", 2, b_post(1));
 #undef ADD
 	double ops_us = 0;
+	int untimed = 0; /* ops the backend left out */
 	for (int i = 0; i < np; i++)
-		ops_us += p[i].count * p[i].us;
+		if (isnan(p[i].us))
+			untimed++;
+		else
+			ops_us += p[i].count * p[i].us;
 
 	int guessed = 0;
 	layer_matmuls(L, &guessed);
@@ -901,9 +905,10 @@ static void layer_summary(void)
 							    "us", seq[i].us));
 		}
 		json_object_set_new(layer_json, "layer", json_pack(
-			"{s:i,s:I,s:i,s:f,s:f,s:f,s:f,s:o,s:o}", "layer", (int)L, "ctx", (json_int_t)ctx,
-			"q28", !guessed, "ops_us", ops_us, "matmuls_us", mm_us, "matmuls_seq_us", seq_us,
-			"ratio", ops_us / seq_us, "ops", jo, "matmuls", jm));
+			"{s:i,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:o,s:o}", "layer", (int)L, "ctx",
+			(json_int_t)ctx, "q28", !guessed, "untimed", untimed, "ops_us", ops_us,
+			"matmuls_us", mm_us, "matmuls_seq_us", seq_us, "ratio", ops_us / seq_us, "ops", jo,
+			"matmuls", jm));
 	} else {
 		printf("\nlayer %u, one decode row, context %lldK: the ops besides the matmuls\n", L,
 		       (long long)ctx / 1024);
@@ -911,7 +916,8 @@ static void layer_summary(void)
 		for (int i = 0; i < np; i++)
 			printf("  %-28s %6.1f %10.2f %10.2f\n", p[i].what, p[i].count, p[i].us,
 			       p[i].count * p[i].us);
-		printf("  %-28s %6s %10s %10.2f\n", "sum", "", "", ops_us);
+		printf("  %-28s %6s %10s %10.2f%s\n", "sum", "", "", ops_us,
+		       untimed ? " (without the ops not timed)" : "");
 		printf("the EXL3 matmuls at %s (one row; routed experts: one launch of %u rows)\n",
 		       guessed ? "q28's widths, 4 bits where its tables have none" : "q28's widths",
 		       rc.topk);
