@@ -1009,9 +1009,9 @@ static void cases_all(void)
 	}
 }
 
-/* The release's projections at the layer's q28 widths (4 bits where the
+/* The release's projections at layer 8's q28 widths (4 bits where the
  * tables have none), 1..64 rows and prefill; the routed experts six in a
- * launch. */
+ * launch, 1..64 rows each. */
 static void cases_exl3(void)
 {
 	static const int64_t rows[] = {1, 4, 16, 64, 4096};
@@ -1023,9 +1023,11 @@ static void cases_exl3(void)
 		for (int j = 0; j < i; j++)
 			dup |= seq[j].x.L[0].g.k == m->x.L[0].g.k && seq[j].x.L[0].g.n == m->x.L[0].g.n &&
 			       seq[j].x.L[0].g.bits == m->x.L[0].g.bits && seq[j].experts == m->experts;
-		for (int r = 0; r < 5 && !dup; r++) {
+		/* experts: 1..64 rows each (a prefill's 4096 rows give each of
+		 * the 384 experts about 64) */
+		for (int r = 0; r < (m->experts ? 4 : 5) && !dup; r++) {
 			if (m->experts)
-				b_experts(m->name, &m->x, m->experts, r < 4 ? rows[r] : rows[r] * m->experts / rc.experts, NULL);
+				b_experts(m->name, &m->x, m->experts, rows[r], NULL);
 			else
 				b_exl3(m->name, &m->x, rows[r], NULL);
 		}
