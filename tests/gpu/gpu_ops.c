@@ -128,10 +128,17 @@ static const struct tol *tol_of(const char *op, const char *out)
 
 static void case_alloc(enum tf_dt dt, int64_t rows, int64_t cols)
 {
-	if (!begin("alloc", "%s [%lld, %lld]", tf_dt_name(dt), (long long)rows, (long long)cols))
+	if (!begin("alloc", "%s [%lld, %lld] after a dirty release", tf_dt_name(dt), (long long)rows,
+		   (long long)cols))
 		return;
-	struct tf_tensor t = header(dt, DIMS(rows, cols)), none = {0};
-	if (note(1, gpu->ops->alloc(gpu, &t))) {
+	struct tf_tensor t = header(dt, DIMS(rows, cols)), none = {0}, dirty = t;
+	/* memory released dirty first, which an arena may hand out again */
+	if (note(1, gpu->ops->alloc(gpu, &dirty))) {
+		size_t n = tf_tensor_bytes(&dirty);
+		note(1, gpu->ops->upload(gpu, &dirty, memset(hnew(n), 0xA5, n)));
+		gpu->ops->release(gpu, &dirty);
+	}
+	if (!cur.err && note(1, gpu->ops->alloc(gpu, &t))) {
 		cur.s[cur.ns].be = gpu; /* released at the end of the case */
 		cur.s[cur.ns++].t = t;
 		size_t n = tf_tensor_bytes(&t);
