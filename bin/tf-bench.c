@@ -42,6 +42,9 @@ static const struct tf_opt opts[] = {
 	 "cuda: EXL3 GEMV blocks aimed at per multiprocessor", 1, 64, NULL},
 	{"experts", 0, TF_OPT_INT, &bench.experts, "N", NULL, "0",
 	 "cuda: also time N experts of each shape in one launch (rows up to 4)", 0, 256, NULL},
+	{"ops", 0, TF_OPT_FLAG, &bench.ops, NULL, NULL, NULL,
+	 "kernels: time every op of the CUDA backend at the release's decode and prefill shapes",
+	 0, 0, NULL},
 	{"no-cublas", 0, TF_OPT_FLAG, &bench.no_cublas, NULL, NULL, NULL,
 	 "cuda: leave out the bf16 cuBLAS comparison", 0, 0, NULL},
 	{"threads", 'j', TF_OPT_INT, &bench.threads, "N", "TF_THREADS", "1",
@@ -89,6 +92,7 @@ static const struct tf_opt opts[] = {
 
 static const struct tf_cli cli = {
 	"tf-bench", "kernels [--backend cuda|cpu] [OPTION]...\n"
+	"       tf-bench kernels --ops [--iters N] [--device N] [--json]\n"
 	"       tf-bench decode --backend cpu --pack DIR|--preset NAME [--world W] [--prepared DIR]\n"
 	"                       [--rows N] [--ctx N] [--draft] [OPTION]...\n"
 	"       tf-bench serve [--port PORT] [--requests N] [--concurrency N] [OPTION]...",
@@ -99,6 +103,10 @@ static const struct tf_cli cli = {
 
 static int mode_kernels(void)
 {
+	if (bench.ops && !strcmp(bench.backend, "cpu"))
+		tf_usage_error("--ops times the cuda backend");
+	if (bench.ops)
+		return bench_kernels_ops();
 	return strcmp(bench.backend, "cpu") ? bench_kernels_cuda() : bench_kernels_cpu();
 }
 

@@ -15,7 +15,7 @@ struct bench_opts {
 	int64_t world;                  /* decode: tensor-parallel ranks on threads */
 	int64_t iters, device, blocks_per_sm, threads, experts, ctx;
 	double seconds;
-	bool json, no_cublas, draft;
+	bool json, no_cublas, draft, ops; /* ops: kernels --ops */
 	/* serve */
 	const char *host, *path, *model, *api_key, *prompt, *prompt_file;
 	int64_t port, requests, concurrency, max_tokens, random_words, seed;
@@ -28,6 +28,14 @@ extern struct bench_opts bench;
 /* tf-bench kernels on the GPU (kernels_cuda.c) and on the CPU (kernels_cpu.c). */
 int bench_kernels_cuda(void);
 int bench_kernels_cpu(void);
+/* tf-bench kernels --ops: every op of the CUDA backend (ops.c). */
+int bench_kernels_ops(void);
+
+struct tf_cu_device;
+/* The copy kernel over 1 GiB on an open device with the kernels loaded:
+ * bytes read plus bytes written per second, in GB/s (kernels_cuda.c; dies
+ * on a failed CUDA call). */
+double bench_cuda_copy_gbs(const struct tf_cu_device *dev);
 /* tf-bench decode on the CPU (decode.c). */
 int bench_decode(void);
 /* tf-bench serve: a load generator against a running server (serve.c). */

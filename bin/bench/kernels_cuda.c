@@ -231,6 +231,41 @@ static void die_st(tf_status st, const char *what)
 		tf_die_status(st, "%s", what);
 }
 
+/* A stream, two events and two graph caches (cuBLAS apart). */
+static void timer_open(struct timer *t)
+{
+	die_st(TF_CU(tf_cu->StreamCreate(&t->s, TF_CU_STREAM_NON_BLOCKING)), "stream");
+	die_st(TF_CU(tf_cu->EventCreate(&t->e0, 0)), "event");
+	die_st(TF_CU(tf_cu->EventCreate(&t->e1, 0)), "event");
+	struct tf_graph_backend gbe;
+	struct tf_graph_opts gopt = {.max = 2, .min_keep = 0};
+	die_st(tf_graph_backend_cuda(0, &gbe), "graph backend");
+	die_st(tf_graph_cache_new(&gbe, &gopt, &t->gc), "graph cache");
+	die_st(tf_graph_backend_cuda(0, &gbe), "graph backend");
+	die_st(tf_graph_cache_new(&gbe, &gopt, &t->gc_blas), "graph cache");
+}
+
+double bench_cuda_copy_gbs(const struct tf_cu_device *dev)
+{
+	struct timer t = {0};
+	timer_open(&t);
+	struct copy_case cc = {.n = ((size_t)1 << 30) / 16, .grid = (unsigned)dev->sms * 4};
+	die_st(tf_cu_kernel("tf_copy_u128", &cc.f), "copy kernel");
+	die_st(TF_CU(tf_cu->MemAlloc(&cc.a, (size_t)1 << 30)), "copy buffers");
+	die_st(TF_CU(tf_cu->MemAlloc(&cc.b, (size_t)1 << 30)), "copy buffers");
+	die_st(TF_CU(tf_cu->MemsetD8(cc.a, 0x5A, (size_t)1 << 30)), "copy buffers");
+	double copy_us;
+	die_st(time_body(&t, t.gc, copy_body, &cc, 1, &copy_us), "copy timing");
+	tf_cu->MemFree(cc.a);
+	tf_cu->MemFree(cc.b);
+	tf_graph_cache_free(t.gc);
+	tf_graph_cache_free(t.gc_blas);
+	tf_cu->EventDestroy(t.e0);
+	tf_cu->EventDestroy(t.e1);
+	tf_cu->StreamDestroy(t.s);
+	return 2.0 * ((size_t)1 << 30) / (copy_us * 1e-6) / 1e9;
+}
+
 /* N experts of shape g (all of g's width) in one launch on rows rows
  * each: µs per launch against N single GEMV launches (gemv_us each). */
 static void time_experts(struct timer *t, const struct tf_cu_device *dev, const struct tf_exl3_geom *g,
@@ -331,27 +366,8 @@ int bench_kernels_cuda(void)
 		tf_die_status(st, "cannot open CUDA device %lld", (long long)bench.device);
 	die_st(tf_cu_module_load(), "cannot load the kernels");
 	struct timer t = {0};
-	die_st(TF_CU(tf_cu->StreamCreate(&t.s, TF_CU_STREAM_NON_BLOCKING)), "stream");
-	die_st(TF_CU(tf_cu->EventCreate(&t.e0, 0)), "event");
-	die_st(TF_CU(tf_cu->EventCreate(&t.e1, 0)), "event");
-	struct tf_graph_backend gbe;
-	die_st(tf_graph_backend_cuda(0, &gbe), "graph backend");
-	struct tf_graph_opts gopt = {.max = 2, .min_keep = 0};
-	die_st(tf_graph_cache_new(&gbe, &gopt, &t.gc), "graph cache");
-	die_st(tf_graph_backend_cuda(0, &gbe), "graph backend");
-	die_st(tf_graph_cache_new(&gbe, &gopt, &t.gc_blas), "graph cache");
-
-	/* The yardstick: the copy kernel over 1 GiB, and the driver's copy. */
-	struct copy_case cc = {.n = ((size_t)1 << 30) / 16, .grid = (unsigned)dev.sms * 4};
-	die_st(tf_cu_kernel("tf_copy_u128", &cc.f), "copy kernel");
-	die_st(TF_CU(tf_cu->MemAlloc(&cc.a, (size_t)1 << 30)), "copy buffers");
-	die_st(TF_CU(tf_cu->MemAlloc(&cc.b, (size_t)1 << 30)), "copy buffers");
-	die_st(TF_CU(tf_cu->MemsetD8(cc.a, 0x5A, (size_t)1 << 30)), "copy buffers");
-	double copy_us;
-	die_st(time_body(&t, t.gc, copy_body, &cc, 1, &copy_us), "copy timing");
-	double copy_gbs = 2.0 * ((size_t)1 << 30) / (copy_us * 1e-6) / 1e9;
-	tf_cu->MemFree(cc.a);
-	tf_cu->MemFree(cc.b);
+	timer_open(&t);
+	const double copy_gbs = bench_cuda_copy_gbs(&dev);
 
 	/* Random host patterns: bf16 activations/weights near unit scale,
 	 * fp16 scales of the synthetic layers (exl3-format.md §7). */
