@@ -1,0 +1,354 @@
+/* mhc.cu: the mHC ops (the mix with its Sinkhorn passes, collapse, post),
+ * the Engram gate and the stream mean (dsv41-forward-spec.md §3, §11,
+ * §12, §13). CPU twins: cpu_mhc.c (cpu_hc_mix, cpu_hc_collapse,
+ * cpu_hc_post, cpu_engram_gate) and cpu_stream_mean; launchers: cuda_mhc.c.
+ * X is [R, S, D] f32/bf16 (S streams of D values a row); outputs f32 or
+ * bf16, rounded once as the CPU rounds (tf_f32_to_bf16: nearest even, NaN
+ * kept quiet).
+ *
+ * Fast math is on for this file (fma contraction, approximate expf and
+ * '/', fp32 subnormals flushed): float steps that must match the CPU are
+ * written with __fmul_rn/__fadd_rn/__fdiv_rn/__fsqrt_rn in the CPU's
+ * order, and expf(x) is exp((double)x) rounded to float (correctly
+ * rounded, as glibc's expf is in all but rare last-bit cases). Subnormal
+ * fp32 intermediates (below 1.2e-38) flush to zero here and not on the CPU.
+ *
+ * hc_mix, two launches:
+ *   tf_mhc_mix_dot: part [R, chunks, M + 1] f32, for each row r and chunk
+ *     c of MIX_CHUNK flattened values f = X_r (n = S D): the M = 2S + S^2
+ *     dot products f . fn_t and the sum of squares f . f over the chunk,
+ *     fp32 (fma), each thread a strided part, then warp shuffles and warps
+ *     in order. fn [M, n] f32. Grid (ceil(R / MIX_ROWS), ceil(n /
+ *     MIX_CHUNK)), block 256: each block reads its chunk of fn once for
+ *     MIX_ROWS rows. S <= 4 (M <= MIX_M).
+ *   tf_mhc_mix_finish: one thread a row (block 64): sums the chunks in
+ *     order, then the CPU's steps in the CPU's order and roundings: rs =
+ *     1 / sqrtf(ss / n + eps), m_t = dot_t rs, pre, post, the row softmax
+ *     (+ hc_eps) and the Sinkhorn passes (column pass, then iters - 1 x
+ *     row, column). The only difference from the CPU is the order of the
+ *     n-long sums (the CPU's cpu_dot runs 8 interleaved partials): pre,
+ *     post and comb agree to about 1e-6 relative, not bit for bit.
+ * tf_mhc_collapse: c [R, D] = bf((0 + pre_0 X_0) + pre_1 X_1 ...), stream
+ *   order, unfused. Grid (R, ceil(D / 256)), block 256; any S. Bit-exact.
+ * tf_mhc_post: X'_t = bf((post_t b + comb[0][t] X_0) + ... comb[S-1][t]
+ *   X_{S-1}), b [R, D] f32/bf16, unfused, in the CPU's order. A thread
+ *   reads all S streams at its d before it writes, so out may alias x.
+ *   Grid (R, ceil(D / 256)), block 256; S <= 4. Bit-exact.
+ * tf_mhc_engram: one block (256 threads) a (row, stream), grid R S: acc =
+ *   sum_d (h qk) key, sum h^2, sum key^2 in fp32 (fma), strided per thread
+ *   then warp shuffles and warps in order; then the CPU's steps: dot =
+ *   ((acc rms(h)^-1) rms(key)^-1) / sqrtf(D), mag = sqrtf(max(|dot|,
+ *   clamp)), gate = 1 / (1 + expf(-(dot < 0 ? -mag : mag))), or 0 where
+ *   blocked; out = bf(h + gate val). Every read of the row comes before the
+ *   barrier of the reduction and a thread rewrites only what it read, so
+ *   out may alias x. The three D-long sums run in another order than the
+ *   CPU's: gate agrees to about 1e-6 relative, out within one bf16 ulp
+ *   (identical where blocked).
+ * tf_mhc_stream_mean: out [R, D] = bf(((0 + X_0) + X_1 ...) / S), stream
+ *   order, one division. Grid (R, ceil(D / 256)), block 256; any S.
+ *   Bit-exact. */
+#include <stdint.h>
+
+namespace tf_mhc {
+
+constexpr int DT_BF16 = 1; /* enum tf_dt: 0 f32, 1 bf16 */
+constexpr int MAX_S = 4;
+constexpr int MIX_M = 2 * MAX_S + MAX_S * MAX_S;
+constexpr int MIX_ROWS = 4;
+constexpr int MIX_CHUNK = 1024;
+constexpr int THREADS = 256;
+constexpr int WARPS = THREADS / 32;
+
+__device__ __forceinline__ float load(const void *p, int dt, int64_t i)
+{
+	if (dt == DT_BF16)
+		return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
+	return ((const float *)p)[i];
+}
+
+__device__ __forceinline__ void store(void *p, int dt, int64_t i, float v)
+{
+	if (dt == DT_BF16) {
+		uint32_t u = __float_as_uint(v);
+		if ((u & 0x7fffffffu) > 0x7f800000u)
+			u = (u >> 16) | 0x40;
+		else
+			u = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
+		((uint16_t *)p)[i] = (uint16_t)u;
+	} else {
+		((float *)p)[i] = v;
+	}
+}
+
+/* expf(x), correctly rounded. */
+__device__ __forceinline__ float exp_rn(float x)
+{
+	return __double2float_rn(exp((double)x));
+}
+
+/* The CPU's sigmoid: 1.0f / (1.0f + expf(-x)). */
+__device__ __forceinline__ float sigmoid_rn(float x)
+{
+	return __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_rn(-x)));
+}
+
+/* The CPU's cpu_rms_scale from a sum of squares: 1.0f / sqrtf(ss / n + eps). */
+__device__ __forceinline__ float rms_scale(float ss, int64_t n, float eps)
+{
+	return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)n), eps)));
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+} /* namespace tf_mhc */
+
+extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
+tf_mhc_mix_dot(const void *x, int32_t x_dt, const float *fn, float *part, int64_t R, int64_t n,
+	       int32_t M)
+{
+	using namespace tf_mhc;
+	__shared__ float red[WARPS][MIX_ROWS][MIX_M + 1];
+	const int64_t r0 = (int64_t)blockIdx.x * MIX_ROWS, c0 = (int64_t)blockIdx.y * MIX_CHUNK;
+	const int64_t c1 = c0 + MIX_CHUNK < n ? c0 + MIX_CHUNK : n;
+	const int nr = R - r0 < MIX_ROWS ? (int)(R - r0) : MIX_ROWS;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	float acc[MIX_ROWS][MIX_M + 1] = {}; /* [.][MIX_M]: the sum of squares */
+	for (int64_t i = c0 + threadIdx.x; i < c1; i += THREADS) {
+		float f[MIX_ROWS];
+#pragma unroll
+		for (int q = 0; q < MIX_ROWS; q++) {
+			f[q] = q < nr ? load(x, x_dt, (r0 + q) * n + i) : 0.0f;
+			acc[q][MIX_M] += f[q] * f[q];
+		}
+#pragma unroll
+		for (int t = 0; t < MIX_M; t++)
+			if (t < M) {
+				float w = __ldg(fn + t * n + i);
+#pragma unroll
+				for (int q = 0; q < MIX_ROWS; q++)
+					acc[q][t] += w * f[q];
+			}
+	}
+#pragma unroll
+	for (int q = 0; q < MIX_ROWS; q++)
+		if (q < nr)
+#pragma unroll
+			for (int t = 0; t <= MIX_M; t++)
+				if (t < M || t == MIX_M) {
+					float v = warp_sum(acc[q][t]);
+					if (lane == 0)
+						red[warp][q][t] = v;
+				}
+	__syncthreads();
+	const int64_t chunks = gridDim.y;
+	for (int j = threadIdx.x; j < nr * (M + 1); j += THREADS) {
+		int q = j / (M + 1), o = j % (M + 1), t = o < M ? o : MIX_M;
+		float v = 0.0f;
+		for (int w = 0; w < WARPS; w++)
+			v += red[w][q][t];
+		part[((r0 + q) * chunks + blockIdx.y) * (M + 1) + o] = v;
+	}
+}
+
+namespace tf_mhc {
+
+/* Sinkhorn on an S x S matrix already softmaxed by rows (+hc_eps): a column
+ * pass, then iters-1 x (row pass, column pass): the CPU's sinkhorn. */
+__device__ void sinkhorn(float *c, int S, int iters, float hc_eps)
+{
+	for (int it = 0; it < iters; it++) {
+		if (it > 0)
+			for (int i = 0; i < S; i++) {
+				float s = 0.0f;
+				for (int j = 0; j < S; j++)
+					s = __fadd_rn(s, c[i * S + j]);
+				for (int j = 0; j < S; j++)
+					c[i * S + j] = __fdiv_rn(c[i * S + j], __fadd_rn(s, hc_eps));
+			}
+		for (int j = 0; j < S; j++) {
+			float s = 0.0f;
+			for (int i = 0; i < S; i++)
+				s = __fadd_rn(s, c[i * S + j]);
+			for (int i = 0; i < S; i++)
+				c[i * S + j] = __fdiv_rn(c[i * S + j], __fadd_rn(s, hc_eps));
+		}
+	}
+}
+
+/* The row softmax of the comb logits, + hc_eps, as the CPU writes it:
+ * c [S, S] in, c out. */
+__device__ void comb_softmax(float *c, int S, float hc_eps)
+{
+	for (int i = 0; i < S; i++) {
+		float *row = c + i * S, mx = -INFINITY, s = 0.0f;
+		for (int q = 0; q < S; q++)
+			mx = row[q] > mx ? row[q] : mx;
+		for (int q = 0; q < S; q++) {
+			row[q] = exp_rn(__fsub_rn(row[q], mx));
+			s = __fadd_rn(s, row[q]);
+		}
+		for (int q = 0; q < S; q++)
+			row[q] = __fadd_rn(__fdiv_rn(row[q], s), hc_eps);
+	}
+}
+
+} /* namespace tf_mhc */
+
+extern "C" __global__ void __launch_bounds__(64)
+tf_mhc_mix_finish(const float *part, int32_t chunks, const float *base, const float *scale,
+		  float *pre, float *post, float *comb, int64_t R, int64_t n, int32_t S, float eps,
+		  float hc_eps, int32_t iters, float alpha)
+{
+	using namespace tf_mhc;
+	const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (r >= R)
+		return;
+	const int M = 2 * S + S * S;
+	const float *p = part + r * chunks * (M + 1);
+	float ss = 0.0f, m[MIX_M], c[MAX_S * MAX_S];
+	for (int ch = 0; ch < chunks; ch++)
+		ss = __fadd_rn(ss, p[ch * (M + 1) + M]);
+	float rs = rms_scale(ss, n, eps);
+	for (int t = 0; t < M; t++) {
+		float d = 0.0f;
+		for (int ch = 0; ch < chunks; ch++)
+			d = __fadd_rn(d, p[ch * (M + 1) + t]);
+		m[t] = __fmul_rn(d, rs);
+	}
+	for (int k = 0; k < S; k++) {
+		float a = __fadd_rn(__fmul_rn(scale[0], m[k]), base[k]);
+		float b = __fadd_rn(__fmul_rn(scale[1], m[S + k]), base[S + k]);
+		pre[r * S + k] = __fadd_rn(sigmoid_rn(a), hc_eps);
+		post[r * S + k] = __fmul_rn(alpha, sigmoid_rn(b));
+	}
+	for (int q = 0; q < S * S; q++)
+		c[q] = __fadd_rn(__fmul_rn(scale[2], m[2 * S + q]), base[2 * S + q]);
+	comb_softmax(c, S, hc_eps);
+	sinkhorn(c, S, iters, hc_eps);
+	for (int q = 0; q < S * S; q++)
+		comb[r * S * S + q] = c[q];
+}
+
+extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
+tf_mhc_collapse(const void *x, int32_t x_dt, const float *pre, void *c, int32_t c_dt, int64_t S,
+		int64_t D)
+{
+	using namespace tf_mhc;
+	const int64_t r = blockIdx.x, d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+	if (d >= D)
+		return;
+	float v = 0.0f;
+	for (int64_t s = 0; s < S; s++)
+		v = __fadd_rn(v, __fmul_rn(pre[r * S + s], load(x, x_dt, (r * S + s) * D + d)));
+	store(c, c_dt, r * D + d, v);
+}
+
+extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
+tf_mhc_post(const void *x, int32_t x_dt, const void *b, int32_t b_dt, const float *post,
+	    const float *comb, void *out, int32_t out_dt, int32_t S, int64_t D)
+{
+	using namespace tf_mhc;
+	const int64_t r = blockIdx.x, d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+	if (d >= D)
+		return;
+	const float *p = post + r * S, *c = comb + r * S * S;
+	float v[MAX_S], o[MAX_S];
+	float bv = load(b, b_dt, r * D + d);
+#pragma unroll
+	for (int i = 0; i < MAX_S; i++)
+		if (i < S)
+			v[i] = load(x, x_dt, (r * S + i) * D + d);
+#pragma unroll
+	for (int t = 0; t < MAX_S; t++)
+		if (t < S) {
+			o[t] = __fmul_rn(p[t], bv);
+#pragma unroll
+			for (int i = 0; i < MAX_S; i++)
+				if (i < S)
+					o[t] = __fadd_rn(o[t], __fmul_rn(c[i * S + t], v[i]));
+		}
+#pragma unroll
+	for (int t = 0; t < MAX_S; t++)
+		if (t < S)
+			store(out, out_dt, (r * S + t) * D + d, o[t]);
+}
+
+namespace tf_mhc {
+
+/* The block's sums of a, b, c (blockDim.x = THREADS), on every thread:
+ * warp shuffles, then the warps in order. */
+__device__ void block_sum3(float &a, float &b, float &c)
+{
+	__shared__ float red[WARPS][3], tot[3];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	a = warp_sum(a);
+	b = warp_sum(b);
+	c = warp_sum(c);
+	if (lane == 0) {
+		red[warp][0] = a;
+		red[warp][1] = b;
+		red[warp][2] = c;
+	}
+	__syncthreads();
+	if (threadIdx.x < 3) {
+		float s = 0.0f;
+		for (int w = 0; w < WARPS; w++)
+			s += red[w][threadIdx.x];
+		tot[threadIdx.x] = s;
+	}
+	__syncthreads();
+	a = tot[0];
+	b = tot[1];
+	c = tot[2];
+}
+
+} /* namespace tf_mhc */
+
+extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
+tf_mhc_engram(const void *x, int32_t x_dt, const void *kv, int32_t kv_dt, const float *qk,
+	      const uint8_t *blocked, void *out, int32_t out_dt, int32_t S, int64_t D, float eps,
+	      float clamp)
+{
+	using namespace tf_mhc;
+	const int64_t r = blockIdx.x / S, s = blockIdx.x % S;
+	const int64_t h0 = (r * S + s) * D, k0 = (r * (S + 1) + s) * D, v0 = (r * (S + 1) + S) * D;
+	float gate = 0.0f;
+	if (!blocked || !blocked[r]) {
+		const float *q = qk + s * D;
+		float acc = 0.0f, sh = 0.0f, sk = 0.0f;
+		for (int64_t d = threadIdx.x; d < D; d += THREADS) {
+			float h = load(x, x_dt, h0 + d), key = load(kv, kv_dt, k0 + d);
+			acc += h * q[d] * key;
+			sh += h * h;
+			sk += key * key;
+		}
+		block_sum3(acc, sh, sk);
+		float dot = __fdiv_rn(__fmul_rn(__fmul_rn(acc, rms_scale(sh, D, eps)),
+						rms_scale(sk, D, eps)),
+				      __fsqrt_rn((float)D));
+		float mag = __fsqrt_rn(fabsf(dot) > clamp ? fabsf(dot) : clamp);
+		gate = sigmoid_rn(dot < 0 ? -mag : mag); /* sgn(0) = +1 */
+	}
+	for (int64_t d = threadIdx.x; d < D; d += THREADS) {
+		float h = load(x, x_dt, h0 + d);
+		store(out, out_dt, h0 + d, __fadd_rn(h, __fmul_rn(gate, load(kv, kv_dt, v0 + d))));
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
+tf_mhc_stream_mean(const void *x, int32_t x_dt, void *out, int32_t out_dt, int32_t S, int64_t D)
+{
+	using namespace tf_mhc;
+	const int64_t r = blockIdx.x, d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+	if (d >= D)
+		return;
+	float v = 0.0f;
+	for (int s = 0; s < S; s++)
+		v = __fadd_rn(v, load(x, x_dt, (r * S + s) * D + d));
+	store(out, out_dt, r * D + d, __fdiv_rn(v, (float)S));
+}
