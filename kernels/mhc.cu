@@ -34,16 +34,19 @@
  *   X_{S-1}), b [R, D] f32/bf16, unfused, in the CPU's order. A thread
  *   reads all S streams at its d before it writes, so out may alias x.
  *   Grid (R, ceil(D / 256)), block 256; S <= 4. Bit-exact.
- * tf_mhc_engram: one block (256 threads) a (row, stream), grid R S: acc =
- *   sum_d (h qk) key, sum h^2, sum key^2 in fp32 (fma), strided per thread
- *   then warp shuffles and warps in order; then the CPU's steps: dot =
- *   ((acc rms(h)^-1) rms(key)^-1) / sqrtf(D), mag = sqrtf(max(|dot|,
- *   clamp)), gate = 1 / (1 + expf(-(dot < 0 ? -mag : mag))), or 0 where
- *   blocked; out = bf(h + gate val). Every read of the row comes before the
- *   barrier of the reduction and a thread rewrites only what it read, so
- *   out may alias x. The three D-long sums run in another order than the
- *   CPU's: gate agrees to about 1e-6 relative, out within one bf16 ulp
- *   (identical where blocked).
+ * tf_mhc_engram: one block (256 threads) a (row, stream), grid R S, the
+ *   CPU's sums in the CPU's order: acc = sum_d (h qk) key, one fp32 chain
+ *   of D adds (thread 0), and cpu_dot's 8 interleaved partials of h . h and
+ *   key . key (lanes 0-7 of warps 1 and 2); all threads stage ENGRAM_CHUNK
+ *   values of (h qk) key, h and key in shared memory (24 KiB) for the
+ *   chains. Then dot = ((acc rms(h)^-1) rms(key)^-1) / sqrtf(D), mag =
+ *   sqrtf(max(|dot|, clamp)), gate = 1 / (1 + expf(-(dot < 0 ? -mag :
+ *   mag))), or 0 where blocked; out = bf(h + gate val). Every read of the
+ *   row for the gate comes before a barrier and a thread rewrites only what
+ *   it read, so out may alias x. Bit-exact wherever expf is: the gate is
+ *   sensitive near dot = 0 (a reordered sum was seen 8 bf16 ulps off), so
+ *   the sums must be the CPU's; the chain of D dependent adds bounds a call
+ *   at about 4 D cycles.
  * tf_mhc_stream_mean: out [R, D] = bf(((0 + X_0) + X_1 ...) / S), stream
  *   order, one division. Grid (R, ceil(D / 256)), block 256; any S.
  *   Bit-exact. */
@@ -58,6 +61,7 @@ constexpr int MIX_ROWS = 4;
 constexpr int MIX_CHUNK = 1024;
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
+constexpr int ENGRAM_CHUNK = 2048; /* values staged in shared memory at a time */
 
 __device__ __forceinline__ float load(const void *p, int dt, int64_t i)
 {
@@ -280,31 +284,26 @@ tf_mhc_post(const void *x, int32_t x_dt, const void *b, int32_t b_dt, const floa
 
 namespace tf_mhc {
 
-/* The block's sums of a, b, c (blockDim.x = THREADS), on every thread:
- * warp shuffles, then the warps in order. */
-__device__ void block_sum3(float &a, float &b, float &c)
+/* cpu_dot's pairwise sum of its 8 lanes. */
+__device__ __forceinline__ float dot8_sum(const float *s)
 {
-	__shared__ float red[WARPS][3], tot[3];
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	a = warp_sum(a);
-	b = warp_sum(b);
-	c = warp_sum(c);
-	if (lane == 0) {
-		red[warp][0] = a;
-		red[warp][1] = b;
-		red[warp][2] = c;
-	}
-	__syncthreads();
-	if (threadIdx.x < 3) {
-		float s = 0.0f;
-		for (int w = 0; w < WARPS; w++)
-			s += red[w][threadIdx.x];
-		tot[threadIdx.x] = s;
-	}
-	__syncthreads();
-	a = tot[0];
-	b = tot[1];
-	c = tot[2];
+	return __fadd_rn(__fadd_rn(__fadd_rn(s[0], s[1]), __fadd_rn(s[2], s[3])),
+			 __fadd_rn(__fadd_rn(s[4], s[5]), __fadd_rn(s[6], s[7])));
+}
+
+/* cpu_dot's lane j of v . v over one staged chunk v [m] at c0 (c0 a
+ * multiple of 8): indices c0 + i = j mod 8 below n8 = n - n % 8, then the
+ * tail index n8 + j, in index order. */
+__device__ __forceinline__ float sumsq8_lane(float s, const float *v, int64_t c0, int m,
+					     int64_t n, int j)
+{
+	const int64_t n8 = n - n % 8;
+	for (int i = j; i < m && c0 + i < n8; i += 8)
+		s = __fadd_rn(s, __fmul_rn(v[i], v[i]));
+	int64_t t = n8 + j - c0;
+	if (n8 + j < n && t >= 0 && t < m)
+		s = __fadd_rn(s, __fmul_rn(v[t], v[t]));
+	return s;
 }
 
 } /* namespace tf_mhc */
@@ -315,21 +314,44 @@ tf_mhc_engram(const void *x, int32_t x_dt, const void *kv, int32_t kv_dt, const 
 	      float clamp)
 {
 	using namespace tf_mhc;
+	/* a chunk of (h qk) key, h and key, staged by all threads for the chains */
+	__shared__ float sp[ENGRAM_CHUNK], sh[ENGRAM_CHUNK], sk[ENGRAM_CHUNK];
+	__shared__ float part[17]; /* acc, then cpu_dot's 8 lanes of h . h and of key . key */
 	const int64_t r = blockIdx.x / S, s = blockIdx.x % S;
 	const int64_t h0 = (r * S + s) * D, k0 = (r * (S + 1) + s) * D, v0 = (r * (S + 1) + S) * D;
-	float gate = 0.0f;
-	if (!blocked || !blocked[r]) {
-		const float *q = qk + s * D;
-		float acc = 0.0f, sh = 0.0f, sk = 0.0f;
-		for (int64_t d = threadIdx.x; d < D; d += THREADS) {
-			float h = load(x, x_dt, h0 + d), key = load(kv, kv_dt, k0 + d);
-			acc += h * q[d] * key;
-			sh += h * h;
-			sk += key * key;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const bool on = !blocked || !blocked[r];
+	const float *q = qk + s * D;
+	float acc = 0.0f; /* thread 0: the chain; warps 1, 2, lanes < 8: cpu_dot lanes */
+	for (int64_t c0 = 0; on && c0 < D; c0 += ENGRAM_CHUNK) {
+		int m = D - c0 < ENGRAM_CHUNK ? (int)(D - c0) : ENGRAM_CHUNK;
+		for (int i = threadIdx.x; i < m; i += THREADS) {
+			float h = load(x, x_dt, h0 + c0 + i), key = load(kv, kv_dt, k0 + c0 + i);
+			sp[i] = __fmul_rn(__fmul_rn(h, q[c0 + i]), key);
+			sh[i] = h;
+			sk[i] = key;
 		}
-		block_sum3(acc, sh, sk);
-		float dot = __fdiv_rn(__fmul_rn(__fmul_rn(acc, rms_scale(sh, D, eps)),
-						rms_scale(sk, D, eps)),
+		__syncthreads();
+		if (threadIdx.x == 0) {
+#pragma unroll 8
+			for (int i = 0; i < m; i++)
+				acc = __fadd_rn(acc, sp[i]);
+		} else if (warp == 1 && lane < 8) {
+			acc = sumsq8_lane(acc, sh, c0, m, D, lane);
+		} else if (warp == 2 && lane < 8) {
+			acc = sumsq8_lane(acc, sk, c0, m, D, lane);
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		part[0] = acc;
+	else if ((warp == 1 || warp == 2) && lane < 8)
+		part[1 + 8 * (warp - 1) + lane] = acc;
+	__syncthreads();
+	float gate = 0.0f;
+	if (on) {
+		float dot = __fdiv_rn(__fmul_rn(__fmul_rn(part[0], rms_scale(dot8_sum(part + 1), D, eps)),
+						rms_scale(dot8_sum(part + 9), D, eps)),
 				      __fsqrt_rn((float)D));
 		float mag = __fsqrt_rn(fabsf(dot) > clamp ? fabsf(dot) : clamp);
 		gate = sigmoid_rn(dot < 0 ? -mag : mag); /* sgn(0) = +1 */

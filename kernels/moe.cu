@@ -18,11 +18,13 @@
  *   double-precision emulation of the rounding); k passes of an argmax of
  *   sc + bias over the untaken experts, ties to the smaller id, a NaN
  *   losing to any number (the CPU's scan picks the same); w_i = (scale *
- *   sc_i) / sum, sum = sc_0 + ... + sc_{k-1} in pick order. One warp a row
- *   (grid R, block 32), sc and sc + bias in shared memory (8E bytes):
- *   E <= 2048 (a 64-bit taken mask per lane), k <= E. Picks are the CPU's;
- *   weights are the CPU's bits wherever glibc's expf/log1pf round
- *   correctly.
+ *   sc_i) / sum, sum = sc_0 + ... + sc_{k-1} in pick order. One block of
+ *   256 threads a row (grid R), sc, sc + bias and the picks in shared
+ *   memory (8E + 4k bytes): E <= 4096 (a 32-bit taken mask per thread and
+ *   48 KiB), k <= E. Picks are the CPU's (ties, NaN, the x > 20 branch and
+ *   subnormal expf results checked on the H200); weights are the CPU's bits
+ *   wherever glibc's expf/log1pf round correctly (glibc 2.39 on x86-64:
+ *   about 1% of weights differ, by at most 4 ulps).
  * tf_moe_group: ids int32 [n = R k] -> offsets int32 [E + 1], pair and src
  *   int32 [n] (ops.h moe_group): a counting sort in one block of 16 warps.
  *   Warp w owns the pairs t of segment w (contiguous, in order). Pass 1:
@@ -52,6 +54,7 @@ namespace tf_moe {
 
 constexpr int DT_BF16 = 1; /* enum tf_dt: 0 f32, 1 bf16 */
 constexpr int GROUP_WARPS = 16;
+constexpr int ROUTE_THREADS = 256;
 
 __device__ __forceinline__ void store(void *p, int dt, int64_t i, float v)
 {
@@ -103,47 +106,72 @@ __device__ __forceinline__ bool beats(float v, int e, float bv, int be)
 
 } /* namespace tf_moe */
 
-extern "C" __global__ void __launch_bounds__(32)
+namespace tf_moe {
+
+/* The best (value, id) of the block's threads by beats(), on every thread;
+ * wv/we: a slot per warp. */
+__device__ void block_best(float &bv, int &be, float *wv, int *we)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+		int oe = __shfl_xor_sync(0xffffffffu, be, o);
+		if (beats(ov, oe, bv, be)) {
+			bv = ov;
+			be = oe;
+		}
+	}
+	if (lane == 0) {
+		wv[warp] = bv;
+		we[warp] = be;
+	}
+	__syncthreads();
+	bv = wv[0];
+	be = we[0];
+	for (int w = 1; w < ROUTE_THREADS / 32; w++)
+		if (beats(wv[w], we[w], bv, be)) {
+			bv = wv[w];
+			be = we[w];
+		}
+	__syncthreads();
+}
+
+} /* namespace tf_moe */
+
+extern "C" __global__ void __launch_bounds__(tf_moe::ROUTE_THREADS)
 tf_moe_route(const float *lg, const float *bias, int32_t *ids, float *w, int64_t E, int32_t k,
 	     float scale)
 {
 	using namespace tf_moe;
 	extern __shared__ float route_sm[]; /* sc [E], sc + bias [E], picks [k] */
+	__shared__ float wv[ROUTE_THREADS / 32];
+	__shared__ int we[ROUTE_THREADS / 32];
 	float *sc = route_sm, *sv = route_sm + E;
 	int32_t *pick = (int32_t *)(sv + E);
-	const int lane = threadIdx.x;
 	const int64_t r = blockIdx.x;
 	const float *l = lg + r * E;
-	for (int64_t e = lane; e < E; e += 32) {
+	for (int64_t e = threadIdx.x; e < E; e += ROUTE_THREADS) {
 		float s = sqrt_softplus(l[e]);
 		sc[e] = s;
 		sv[e] = __fadd_rn(s, bias[e]);
 	}
-	__syncwarp();
-	uint64_t taken = 0; /* bit i: expert lane + 32 i is picked */
+	__syncthreads();
+	uint32_t taken = 0; /* bit q: expert threadIdx.x + ROUTE_THREADS q is picked */
 	for (int i = 0; i < k; i++) {
 		float bv = 0.0f;
 		int be = -1;
-		for (int64_t e = lane, q = 0; e < E; e += 32, q++)
+		for (int64_t e = threadIdx.x, q = 0; e < E; e += ROUTE_THREADS, q++)
 			if (!(taken >> q & 1) && beats(sv[e], (int)e, bv, be)) {
 				bv = sv[e];
 				be = (int)e;
 			}
-		for (int o = 16; o > 0; o >>= 1) {
-			float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-			int oe = __shfl_xor_sync(0xffffffffu, be, o);
-			if (beats(ov, oe, bv, be)) {
-				bv = ov;
-				be = oe;
-			}
-		}
-		if (be >= 0 && (be & 31) == lane)
-			taken |= 1ull << (be >> 5);
-		if (lane == 0)
+		block_best(bv, be, wv, we);
+		if (be >= 0 && be % ROUTE_THREADS == (int)threadIdx.x)
+			taken |= 1u << (be / ROUTE_THREADS);
+		if (threadIdx.x == 0)
 			pick[i] = be;
 	}
-	__syncwarp();
-	if (lane != 0)
+	if (threadIdx.x != 0)
 		return;
 	float sum = 0.0f;
 	for (int i = 0; i < k; i++)

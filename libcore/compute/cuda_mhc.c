@@ -185,17 +185,16 @@ tf_status cuda_engram_gate(struct tf_be *be, const struct tf_tensor *x, const st
 tf_status cuda_stream_mean(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(out), R = tf_tensor_rows(out);
-	int64_t S = R && D ? tf_tensor_numel(x) / (R * D) : 0;
-	if ((st = tf_op_check("stream_mean", "out", out, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("stream_mean", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
+	int64_t R = x->ndim == 3 ? x->shape[0] : 0, S = x->shape[1], D = x->shape[2];
+	if ((st = tf_op_check("stream_mean", "x", x, TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("stream_mean", "out", out, TF_DTS_BF16, R * D)))
 		return st;
-	if (R && D && S < 1)
-		return tf_err(TF_ERR_ARG, "stream_mean: no streams");
+	if (x->ndim != 3 || R < 1 || S < 1)
+		return tf_err(TF_ERR_ARG, "stream_mean: x is not [R, S, D]");
 	unsigned gx = 0, gy = 0;
-	if ((st = row_grid("stream_mean", R, D, &gx, &gy)) || !R || !D)
+	if ((st = row_grid("stream_mean", R, D, &gx, &gy)) || !D)
 		return st;
-	/* x [R, S, D] -> out [R, D] */
+	/* x bf16 [R, S, D] -> out bf16 [R, D] */
 	tf_cu_ptr xp = cuda_ptr(x), op = cuda_ptr(out);
 	int32_t xdt = x->dt, odt = out->dt, s32 = (int32_t)S;
 	void *p[] = {&xp, &xdt, &op, &odt, &s32, &D};

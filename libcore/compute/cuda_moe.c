@@ -10,7 +10,8 @@
 #include "compute/cuda_impl.h"
 
 /* moe.cu's limits */
-#define ROUTE_MAX_E 2048    /* a 64-bit taken mask per lane of the row's warp */
+#define ROUTE_MAX_E 4096    /* a 32-bit taken mask per thread, 48 KiB of shared memory */
+#define ROUTE_THREADS 256
 #define GROUP_WARPS 16      /* tf_moe_group's block: 16 warps */
 #define SMEM_MAX (48 << 10) /* dynamic shared memory without an opt-in */
 #define THREADS 256         /* swiglu, combine */
@@ -35,33 +36,33 @@ tf_status cuda_moe_route(struct tf_be *be, const struct tf_tensor *lg, const str
 		return st;
 	if (k < 1 || k > E)
 		return tf_err(TF_ERR_ARG, "moe_route: top %d of %lld experts", k, (long long)E);
-	if (E > ROUTE_MAX_E || R > GRID_X_MAX)
+	if (E > ROUTE_MAX_E || 8 * E + 4 * (int64_t)k > SMEM_MAX - 256 || R > GRID_X_MAX)
 		return tf_err(TF_ERR_UNSUPPORTED,
 			      "moe_route: %lld rows of %lld experts (the kernel takes %d experts)",
 			      (long long)R, (long long)E, ROUTE_MAX_E);
 	if (!R)
 		return TF_OK;
-	/* one warp a row: sc [E] and sc + bias [E] f32, the picks int32 [k] */
+	/* one block a row: sc [E] and sc + bias [E] f32, the picks int32 [k] */
 	tf_cu_ptr lp = cuda_ptr(lg), bp = cuda_ptr(bias), ip = cuda_ptr(ids);
 	tf_cu_ptr wp = cuda_ptr(weights);
 	int32_t k32 = k;
 	void *p[] = {&lp, &bp, &ip, &wp, &E, &k32, &scale};
-	return cuda_launch(be, &fn_route, (unsigned)R, 1, 32, (unsigned)(8 * E + 4 * k), p);
+	return cuda_launch(be, &fn_route, (unsigned)R, 1, ROUTE_THREADS, (unsigned)(8 * E + 4 * k),
+			   p);
 }
 
 tf_status cuda_moe_group(struct tf_be *be, const struct tf_tensor *ids, int E,
 			 struct tf_tensor *offsets, struct tf_tensor *pair, struct tf_tensor *src)
 {
 	tf_status st;
-	if ((st = tf_op_check("moe_group", "ids", ids, TF_DTS_I32, -1)))
-		return st;
 	int64_t n = tf_tensor_numel(ids), k = tf_tensor_cols(ids);
-	if ((st = tf_op_check("moe_group", "offsets", offsets, TF_DTS_I32, (int64_t)E + 1)) ||
+	if (E < 1)
+		return tf_err(TF_ERR_ARG, "moe_group: %d experts", E);
+	if ((st = tf_op_check("moe_group", "ids", ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("moe_group", "offsets", offsets, TF_DTS_I32, (int64_t)E + 1)) ||
 	    (st = tf_op_check("moe_group", "pair", pair, TF_DTS_I32, n)) ||
 	    (st = tf_op_check("moe_group", "src", src, TF_DTS_I32, n)))
 		return st;
-	if (E < 1)
-		return tf_err(TF_ERR_ARG, "moe_group: %d experts", E);
 	/* counts [GROUP_WARPS][E] int32, the warps' sums and the total */
 	size_t shmem = (size_t)4 * (GROUP_WARPS * (size_t)E + GROUP_WARPS + 1);
 	if (shmem > SMEM_MAX || n > INT32_MAX)
