@@ -16,7 +16,7 @@
 #define MAX_S 4         /* streams held in registers (mix, post) */
 #define MIX_ROWS 4      /* rows a block of tf_mhc_mix_dot */
 #define MIX_CHUNK 1024  /* flattened values a block of tf_mhc_mix_dot */
-#define FINISH_THREADS 64
+#define FINISH_ROWS 4 /* tf_mhc_mix_finish: a warp a row */
 #define THREADS 256
 #define GRID_X_MAX INT32_MAX
 #define GRID_Y_MAX 65535
@@ -49,7 +49,7 @@ struct mix_args {
 };
 
 /* part [R, chunks, M + 1] f32 <- X [R, n] and fn [M, n]; then pre, post
- * and comb from part, one thread a row. */
+ * and comb from part, a warp a row. */
 static tf_status mix_launch(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *fn,
 			    const struct tf_tensor *base, const struct tf_tensor *scale,
 			    struct mix_args a, struct tf_tensor *pre, struct tf_tensor *post,
@@ -71,9 +71,9 @@ static tf_status mix_launch(struct tf_be *be, const struct tf_tensor *x, const s
 	void *pd[] = {&xp, &xdt, &fp, &part, &R, &n, &M};
 	void *pf[] = {&part, &ch32, &bp,  &scp,  &prp,     &pop,     &cp,
 		      &R,    &n,    &a.S, &a.eps, &a.hc_eps, &a.iters, &a.alpha};
-	unsigned gf = (unsigned)((R + FINISH_THREADS - 1) / FINISH_THREADS);
+	unsigned gf = (unsigned)((R + FINISH_ROWS - 1) / FINISH_ROWS);
 	if (!(st = cuda_launch(be, &fn_mix_dot, (unsigned)rb, (unsigned)chunks, THREADS, 0, pd)))
-		st = cuda_launch(be, &fn_mix_finish, gf, 1, FINISH_THREADS, 0, pf);
+		st = cuda_launch(be, &fn_mix_finish, gf, 1, 32 * FINISH_ROWS, 0, pf);
 	cuda_scratch_release(be, part);
 	return st;
 }
