@@ -1,0 +1,202 @@
+/* cuda_mhc.c: the CUDA mHC ops (the mix with its Sinkhorn passes,
+ * collapse, post), the Engram gate and the stream mean
+ * (dsv41-forward-spec.md §3, §11, §12, §13). Host side only: the arguments
+ * are checked as the CPU twins (cpu_mhc.c) check them, then
+ * kernels/mhc.cu's kernels are queued on the backend's stream; nothing
+ * waits for the device. The kernels' accuracy against the CPU and their
+ * limits are in mhc.cu's opening comment; a valid call past those limits
+ * (more than 4 streams where a kernel holds the streams in registers, grids
+ * too large) is TF_ERR_UNSUPPORTED. */
+#include <math.h>
+#include <stdint.h>
+
+#include "compute/cuda_impl.h"
+
+/* mhc.cu's limits */
+#define MAX_S 4         /* streams held in registers (mix, post) */
+#define MIX_ROWS 4      /* rows a block of tf_mhc_mix_dot */
+#define MIX_CHUNK 1024  /* flattened values a block of tf_mhc_mix_dot */
+#define FINISH_ROWS 4 /* tf_mhc_mix_finish: a warp a row */
+#define THREADS 256
+#define GRID_X_MAX INT32_MAX
+#define GRID_Y_MAX 65535
+
+static struct cuda_fn fn_mix_dot = {.name = "tf_mhc_mix_dot"};
+static struct cuda_fn fn_mix_finish = {.name = "tf_mhc_mix_finish"};
+static struct cuda_fn fn_collapse = {.name = "tf_mhc_collapse"};
+static struct cuda_fn fn_post = {.name = "tf_mhc_post"};
+static struct cuda_fn fn_engram = {.name = "tf_mhc_engram"};
+static struct cuda_fn fn_stream_mean = {.name = "tf_mhc_stream_mean"};
+
+/* The grid (R, ceil(D / THREADS)) of the per-value row kernels, or
+ * TF_ERR_UNSUPPORTED past the grid's limits. */
+static tf_status row_grid(const char *op, int64_t R, int64_t D, unsigned *gx, unsigned *gy)
+{
+	int64_t y = (D + THREADS - 1) / THREADS;
+	if (R > GRID_X_MAX || y > GRID_Y_MAX)
+		return tf_err(TF_ERR_UNSUPPORTED, "%s: %lld rows of %lld values", op, (long long)R,
+			      (long long)D);
+	*gx = (unsigned)R;
+	*gy = (unsigned)y;
+	return TF_OK;
+}
+
+/* hc_mix's scalars, as the kernels take them. */
+struct mix_args {
+	int64_t R, n;
+	int32_t S, iters;
+	float eps, hc_eps, alpha;
+};
+
+/* part [R, chunks, M + 1] f32 <- X [R, n] and fn [M, n]; then pre, post
+ * and comb from part, a warp a row. */
+static tf_status mix_launch(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *fn,
+			    const struct tf_tensor *base, const struct tf_tensor *scale,
+			    struct mix_args a, struct tf_tensor *pre, struct tf_tensor *post,
+			    struct tf_tensor *comb)
+{
+	tf_status st;
+	int64_t R = a.R, n = a.n;
+	int32_t M = 2 * a.S + a.S * a.S;
+	int64_t chunks = (n + MIX_CHUNK - 1) / MIX_CHUNK, rb = (R + MIX_ROWS - 1) / MIX_ROWS;
+	if (chunks > GRID_Y_MAX || rb > GRID_X_MAX)
+		return tf_err(TF_ERR_UNSUPPORTED, "hc_mix: %lld rows of %lld values", (long long)R,
+			      (long long)n);
+	tf_cu_ptr part;
+	if ((st = cuda_scratch(be, (size_t)(R * chunks * (M + 1)) * sizeof(float), &part)))
+		return st;
+	tf_cu_ptr xp = cuda_ptr(x), fp = cuda_ptr(fn), bp = cuda_ptr(base), scp = cuda_ptr(scale);
+	tf_cu_ptr prp = cuda_ptr(pre), pop = cuda_ptr(post), cp = cuda_ptr(comb);
+	int32_t xdt = x->dt, ch32 = (int32_t)chunks;
+	void *pd[] = {&xp, &xdt, &fp, &part, &R, &n, &M};
+	void *pf[] = {&part, &ch32, &bp,  &scp,  &prp,     &pop,     &cp,
+		      &R,    &n,    &a.S, &a.eps, &a.hc_eps, &a.iters, &a.alpha};
+	unsigned gf = (unsigned)((R + FINISH_ROWS - 1) / FINISH_ROWS);
+	if (!(st = cuda_launch(be, &fn_mix_dot, (unsigned)rb, (unsigned)chunks, THREADS, 0, pd)))
+		st = cuda_launch(be, &fn_mix_finish, gf, 1, 32 * FINISH_ROWS, 0, pf);
+	cuda_scratch_release(be, part);
+	return st;
+}
+
+tf_status cuda_hc_mix(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *fn,
+		      const struct tf_tensor *base, const struct tf_tensor *scale, float eps,
+		      float hc_eps, int iters, float post_alpha, struct tf_tensor *pre,
+		      struct tf_tensor *post, struct tf_tensor *comb)
+{
+	tf_status st;
+	int64_t M = tf_tensor_numel(base);
+	int64_t S = (int64_t)lround((sqrt(1.0 + (double)M) - 1)); /* M = 2S + S^2 */
+	int64_t n = tf_tensor_cols(fn), R = n ? tf_tensor_numel(x) / n : 0;
+	if ((st = tf_op_check("hc_mix", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * n)) ||
+	    (st = tf_op_check("hc_mix", "base", base, TF_DTS_F32, 2 * S + S * S)) ||
+	    (st = tf_op_check("hc_mix", "fn", fn, TF_DTS_F32, M * n)) ||
+	    (st = tf_op_check("hc_mix", "scale", scale, TF_DTS_F32, 3)) ||
+	    (st = tf_op_check("hc_mix", "pre", pre, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_mix", "post", post, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_mix", "comb", comb, TF_DTS_F32, R * S * S)))
+		return st;
+	if (S < 1 || n % S || iters < 1)
+		return tf_err(TF_ERR_ARG, "hc_mix: %lld streams over %lld values, %d iterations",
+			      (long long)S, (long long)n, iters);
+	if (S > MAX_S)
+		return tf_err(TF_ERR_UNSUPPORTED, "hc_mix: %lld streams (the kernel takes %d)",
+			      (long long)S, MAX_S);
+	if (!R)
+		return TF_OK;
+	struct mix_args a = {.R = R, .n = n, .S = (int32_t)S, .iters = iters, .eps = eps,
+			     .hc_eps = hc_eps, .alpha = post_alpha};
+	return mix_launch(be, x, fn, base, scale, a, pre, post, comb);
+}
+
+tf_status cuda_hc_collapse(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *pre,
+			   struct tf_tensor *c)
+{
+	tf_status st;
+	int64_t D = tf_tensor_cols(c), R = tf_tensor_rows(c);
+	int64_t S = R ? tf_tensor_numel(pre) / R : 0;
+	if ((st = tf_op_check("hc_collapse", "c", c, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("hc_collapse", "pre", pre, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_collapse", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
+		return st;
+	unsigned gx = 0, gy = 0;
+	if ((st = row_grid("hc_collapse", R, D, &gx, &gy)) || !R || !D)
+		return st;
+	/* x [R, S, D], pre f32 [R, S] -> c [R, D] */
+	tf_cu_ptr xp = cuda_ptr(x), pp = cuda_ptr(pre), cp = cuda_ptr(c);
+	int32_t xdt = x->dt, cdt = c->dt;
+	void *p[] = {&xp, &xdt, &pp, &cp, &cdt, &S, &D};
+	return cuda_launch(be, &fn_collapse, gx, gy, THREADS, 0, p);
+}
+
+tf_status cuda_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *b,
+		       const struct tf_tensor *post, const struct tf_tensor *comb,
+		       struct tf_tensor *out)
+{
+	tf_status st;
+	int64_t D = tf_tensor_cols(b), R = tf_tensor_rows(b);
+	int64_t S = R ? tf_tensor_numel(post) / R : 0;
+	if ((st = tf_op_check("hc_post", "b", b, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("hc_post", "post", post, TF_DTS_F32, R * S)) ||
+	    (st = tf_op_check("hc_post", "comb", comb, TF_DTS_F32, R * S * S)) ||
+	    (st = tf_op_check("hc_post", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
+	    (st = tf_op_check("hc_post", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
+		return st;
+	if (S > MAX_S)
+		return tf_err(TF_ERR_UNSUPPORTED, "hc_post: %lld streams (the kernel takes %d)",
+			      (long long)S, MAX_S);
+	unsigned gx = 0, gy = 0;
+	if ((st = row_grid("hc_post", R, D, &gx, &gy)) || !R || !D || !S)
+		return st;
+	/* x [R, S, D], b [R, D], post f32 [R, S], comb f32 [R, S, S] -> out [R, S, D] */
+	tf_cu_ptr xp = cuda_ptr(x), bp = cuda_ptr(b), pp = cuda_ptr(post), cp = cuda_ptr(comb);
+	tf_cu_ptr op = cuda_ptr(out);
+	int32_t xdt = x->dt, bdt = b->dt, odt = out->dt, s32 = (int32_t)S;
+	void *p[] = {&xp, &xdt, &bp, &bdt, &pp, &cp, &op, &odt, &s32, &D};
+	return cuda_launch(be, &fn_post, gx, gy, THREADS, 0, p);
+}
+
+tf_status cuda_engram_gate(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *kv,
+			   const struct tf_tensor *qk, const struct tf_tensor *blocked, float eps,
+			   float clamp, struct tf_tensor *out)
+{
+	tf_status st;
+	int64_t D = tf_tensor_cols(qk), S = tf_tensor_rows(qk);
+	int64_t R = D > 0 ? tf_tensor_numel(kv) / ((S + 1) * D) : 0;
+	if ((st = tf_op_check("engram_gate", "qk", qk, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("engram_gate", "kv", kv, TF_DTS_BF16 | TF_DTS_F32, R * (S + 1) * D)) ||
+	    (st = tf_op_check("engram_gate", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
+	    (st = tf_op_check("engram_gate", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
+	    (blocked && (st = tf_op_check("engram_gate", "blocked", blocked, TF_DTS_U8, R))))
+		return st;
+	if (R * S > GRID_X_MAX)
+		return tf_err(TF_ERR_UNSUPPORTED, "engram_gate: %lld rows of %lld streams",
+			      (long long)R, (long long)S);
+	if (!R || !S || !D)
+		return TF_OK;
+	/* one block a (row, stream): x [R, S, D], kv [R, S + 1, D], qk f32 [S, D],
+	 * blocked u8 [R] or 0 -> out [R, S, D] */
+	tf_cu_ptr xp = cuda_ptr(x), kp = cuda_ptr(kv), qp = cuda_ptr(qk), op = cuda_ptr(out);
+	tf_cu_ptr bp = blocked ? cuda_ptr(blocked) : 0;
+	int32_t xdt = x->dt, kdt = kv->dt, odt = out->dt, s32 = (int32_t)S;
+	void *p[] = {&xp, &xdt, &kp, &kdt, &qp, &bp, &op, &odt, &s32, &D, &eps, &clamp};
+	return cuda_launch(be, &fn_engram, (unsigned)(R * S), 1, THREADS, 0, p);
+}
+
+tf_status cuda_stream_mean(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out)
+{
+	tf_status st;
+	int64_t R = x->ndim == 3 ? x->shape[0] : 0, S = x->shape[1], D = x->shape[2];
+	if ((st = tf_op_check("stream_mean", "x", x, TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("stream_mean", "out", out, TF_DTS_BF16, R * D)))
+		return st;
+	if (x->ndim != 3 || R < 1 || S < 1)
+		return tf_err(TF_ERR_ARG, "stream_mean: x is not [R, S, D]");
+	unsigned gx = 0, gy = 0;
+	if ((st = row_grid("stream_mean", R, D, &gx, &gy)) || !D)
+		return st;
+	/* x bf16 [R, S, D] -> out bf16 [R, D] */
+	tf_cu_ptr xp = cuda_ptr(x), op = cuda_ptr(out);
+	int32_t xdt = x->dt, odt = out->dt, s32 = (int32_t)S;
+	void *p[] = {&xp, &xdt, &op, &odt, &s32, &D};
+	return cuda_launch(be, &fn_stream_mean, gx, gy, THREADS, 0, p);
+}
