@@ -224,23 +224,11 @@ static int32_t keyed(const uint64_t *keys, const double *x, size_t keep, double 
 	return id_of(keys[best]);
 }
 
-int32_t tf_sample_row(struct tf_sampler *s, const float *logits, size_t n, uint64_t position,
-		      const struct tf_sample_params *p)
+/* The draw of a sampled row from its best keys, sorted, n of them (the
+ * whole row, or at least its top_k): rules 2-6. */
+static int32_t draw_sorted(struct tf_sampler *s, const uint64_t *keys, size_t n,
+			   uint64_t position, const struct tf_sample_params *p)
 {
-	if (n > s->cap)
-		n = s->cap;
-	if (tf_sample_greedy(p)) {
-		uint64_t best = key_of(logits[0], 0);
-		for (size_t i = 1; i < n; i++) {
-			uint64_t k = key_of(logits[i], (uint32_t)i);
-			best = k > best ? k : best;
-		}
-		return id_of(best);
-	}
-	uint64_t *keys = s->keys;
-	for (size_t i = 0; i < n; i++)
-		keys[i] = key_of(logits[i], (uint32_t)i);
-	sort_desc(s, keys, n);
 	size_t k = p->top_k && p->top_k < n ? p->top_k : n;
 	double t = p->temperature > 1e-6 ? p->temperature : 1e-6;
 	double *x = s->scaled;
@@ -261,6 +249,48 @@ int32_t tf_sample_row(struct tf_sampler *s, const float *logits, size_t n, uint6
 		keep = below + 1 < k ? below + 1 : k;
 	}
 	return keyed(keys, x, keep, x[0] + min_log(p), p, position);
+}
+
+int32_t tf_sample_row(struct tf_sampler *s, const float *logits, size_t n, uint64_t position,
+		      const struct tf_sample_params *p)
+{
+	if (n > s->cap)
+		n = s->cap;
+	if (tf_sample_greedy(p)) {
+		uint64_t best = key_of(logits[0], 0);
+		for (size_t i = 1; i < n; i++) {
+			uint64_t k = key_of(logits[i], (uint32_t)i);
+			best = k > best ? k : best;
+		}
+		return id_of(best);
+	}
+	uint64_t *keys = s->keys;
+	for (size_t i = 0; i < n; i++)
+		keys[i] = key_of(logits[i], (uint32_t)i);
+	sort_desc(s, keys, n);
+	return draw_sorted(s, keys, n, position, p);
+}
+
+int tf_sample_top(struct tf_sampler *s, const float *values, const int32_t *ids, size_t n,
+		  uint64_t position, const struct tf_sample_params *p, int32_t *token)
+{
+	if (n == 0 || n > s->cap)
+		return 0;
+	uint64_t *keys = s->keys;
+	for (size_t i = 0; i < n; i++)
+		keys[i] = key_of(values[i], (uint32_t)ids[i]);
+	if (tf_sample_greedy(p)) {
+		uint64_t best = keys[0];
+		for (size_t i = 1; i < n; i++)
+			best = keys[i] > best ? keys[i] : best;
+		*token = id_of(best);
+		return 1;
+	}
+	if (p->top_k == 0 || p->top_k > n)
+		return 0;
+	sort_desc(s, keys, n);
+	*token = draw_sorted(s, keys, n, position, p);
+	return 1;
 }
 
 void tf_sample_stats(const float *logits, size_t n, double temperature,
