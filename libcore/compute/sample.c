@@ -165,28 +165,33 @@ static inline int32_t id_of(uint64_t k)
 	return (int32_t)(0xFFFFFFFFu - (uint32_t)k);
 }
 
-/* Sort keys[0..n) descending: LSD radix over 16-bit digits of ~key. */
+/* Sort keys[0..n) descending: LSD radix of ~key over 16-bit digits, or
+ * 8-bit ones for fewer than 16384 keys (a candidate list: clearing 2^16
+ * counts a pass would cost more than the sort). A stable radix sort gives
+ * the one sorted order whatever the digit width. */
 static void sort_desc(struct tf_sampler *s, uint64_t *keys, size_t n)
 {
 	size_t *count = s->count;
 	uint64_t *tmp = s->tmp;
+	int bits = n < 16384 ? 8 : 16;
+	size_t digits = (size_t)1 << bits, mask = digits - 1;
 	for (size_t i = 0; i < n; i++)
 		keys[i] = ~keys[i];
 	uint64_t *a = keys, *b = tmp;
-	for (int shift = 0; shift < 64; shift += 16) {
-		memset(count, 0, sizeof s->count);
+	for (int shift = 0; shift < 64; shift += bits) {
+		memset(count, 0, digits * sizeof *count);
 		for (size_t i = 0; i < n; i++)
-			count[(a[i] >> shift) & 0xFFFF]++;
-		if (count[(a[0] >> shift) & 0xFFFF] == n)
+			count[(a[i] >> shift) & mask]++;
+		if (count[(a[0] >> shift) & mask] == n)
 			continue; /* one digit value: this pass would not move anything */
 		size_t sum = 0;
-		for (size_t d = 0; d < (1 << 16); d++) {
+		for (size_t d = 0; d < digits; d++) {
 			size_t c = count[d];
 			count[d] = sum;
 			sum += c;
 		}
 		for (size_t i = 0; i < n; i++)
-			b[count[(a[i] >> shift) & 0xFFFF]++] = a[i];
+			b[count[(a[i] >> shift) & mask]++] = a[i];
 		uint64_t *t = a;
 		a = b;
 		b = t;
