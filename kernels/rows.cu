@@ -21,7 +21,9 @@
  * Exactness: every step runs in integer arithmetic on float bits, so that
  * --use_fast_math (flushed subnormals, approximate division) cannot touch
  * it, and the bytes written and floats read are the CPU's bit for bit:
- * amax is the largest |x| bit pattern (NaN skipped, as fmaxf does); e
+ * amax is the largest |x| bit pattern (NaN skipped, as fmaxf does, and
+ * only the values after a group's last signalling NaN, which glibc's
+ * fmaxf turns into a quiet NaN that the next fmaxf drops); e
  * compares significands (a float quotient is a power of two only when the
  * significands are equal, and otherwise lies at least 2^-24 from one, so
  * the CPU's double log2 and ceil give this e); the scaled value x 2^-e is
@@ -118,6 +120,13 @@ __host__ __device__ __forceinline__ uint32_t abs_bits(uint32_t b)
 {
 	uint32_t a = b & 0x7fffffffu;
 	return a > F32_INF ? 0 : a;
+}
+
+/* A signalling NaN: glibc's fmaxf returns a quiet NaN for one, so the
+ * CPU's running amax restarts after it (the next fmaxf drops that NaN). */
+__host__ __device__ __forceinline__ bool is_snan(uint32_t b)
+{
+	return (b & 0x7fffffffu) > F32_INF && !(b & 0x400000u);
 }
 
 /* The group exponent e = ceil(log2(max(amax, 1e-4) / mc)) for a finite
@@ -243,7 +252,10 @@ __device__ void write_fp8(const void *x, int bf16, int64_t base, int dim, int ro
 		int end = min(k * 64 + 64, nope), i0 = k * 64 + lane, i1 = i0 + WARP;
 		uint32_t b0 = i0 < end ? load_bits(x, bf16, base + i0) : 0;
 		uint32_t b1 = i1 < end ? load_bits(x, bf16, base + i1) : 0;
-		uint32_t amax = warp_max(max(abs_bits(b0), abs_bits(b1)), WARP);
+		/* amax over the values after the group's last signalling NaN */
+		uint32_t from = warp_max(max(is_snan(b0) ? i0 + 1 : 0, is_snan(b1) ? i1 + 1 : 0), WARP);
+		uint32_t amax = warp_max(max((uint32_t)i0 >= from ? abs_bits(b0) : 0,
+					     (uint32_t)i1 >= from ? abs_bits(b1) : 0), WARP);
 		int sh;
 		uint8_t byte;
 		group_scale(amax, F32_448, &sh, &byte);
@@ -271,7 +283,9 @@ __device__ void write_fp4(const void *x, int bf16, int64_t base, int dim, int ro
 		int j = j0 + lane, g = j / 8;
 		uint32_t b0 = 2 * j < nope ? load_bits(x, bf16, base + 2 * j) : 0;
 		uint32_t b1 = 2 * j + 1 < nope ? load_bits(x, bf16, base + 2 * j + 1) : 0;
-		uint32_t amax = warp_max(max(abs_bits(b0), abs_bits(b1)), 8);
+		uint32_t from = warp_max(max(is_snan(b0) ? 2 * j + 1 : 0, is_snan(b1) ? 2 * j + 2 : 0), 8);
+		uint32_t amax = warp_max(max((uint32_t)(2 * j) >= from ? abs_bits(b0) : 0,
+					     (uint32_t)(2 * j + 1) >= from ? abs_bits(b1) : 0), 8);
 		int sh;
 		uint8_t byte;
 		group_scale(amax, F32_6, &sh, &byte);
@@ -292,9 +306,12 @@ __device__ void write_fp4(const void *x, int bf16, int64_t base, int dim, int ro
 /* e4m3 index key: one group over the row, then the scale 2^e as fp32. */
 __device__ void write_ik(const void *x, int bf16, int64_t base, int dim, uint8_t *out, int lane)
 {
-	uint32_t amax = 0;
+	uint32_t from = 0, amax = 0;
 	for (int i = lane; i < dim; i += WARP)
-		amax = max(amax, abs_bits(load_bits(x, bf16, base + i)));
+		from = is_snan(load_bits(x, bf16, base + i)) ? i + 1 : from;
+	from = warp_max(from, WARP);
+	for (int i = lane; i < dim; i += WARP)
+		amax = (uint32_t)i >= from ? max(amax, abs_bits(load_bits(x, bf16, base + i))) : amax;
 	amax = warp_max(amax, WARP);
 	int sh;
 	uint8_t byte;
