@@ -208,7 +208,7 @@ __device__ double row_sum(const uint32_t *row, int64_t V, double max, double t, 
 } // namespace tf_sample
 
 extern "C" __global__ void __launch_bounds__(1024)
-tf_sample_top(const float *logits, int64_t V, int32_t C, const int32_t *rows, const double *temps,
+tf_sample_select(const float *logits, int64_t V, int32_t C, const int32_t *rows, const double *temps,
 	      float *values, int32_t *ids, double *stats)
 {
 	using namespace tf_sample;

@@ -18,7 +18,7 @@
 #include "base/status.h"
 #include "compute/sample.h"
 
-static struct cuda_fn fn_top = {.name = "tf_sample_top"};
+static struct cuda_fn fn_select = {.name = "tf_sample_select"};
 
 /* Candidates row r of V logits takes from the device, 0 for the whole row. */
 static size_t row_candidates(const struct tf_sample_params *p, int64_t V)
@@ -91,7 +91,7 @@ static tf_status batch_run(struct tf_be *be, struct cand_batch *cb,
 	int32_t c = cb->C;
 	void *p[] = {&pl, &V, &c, &prows, &ptemps, &pvalues, &pids, &pstats};
 	if (!(st = TF_CU(tf_cu->MemcpyHtoDAsync(dev, cb->host, cb->in_bytes, s))) &&
-	    !(st = cuda_launch(be, &fn_top, (unsigned)cb->rd, 1, 1024, 0, p)) &&
+	    !(st = cuda_launch(be, &fn_select, (unsigned)cb->rd, 1, 1024, 0, p)) &&
 	    !(st = TF_CU(tf_cu->MemcpyDtoHAsync(cb->host + cb->in_bytes, pstats,
 						 cb->bytes - cb->in_bytes, s))))
 		st = TF_CU(tf_cu->StreamSynchronize(s));
