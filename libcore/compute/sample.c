@@ -165,28 +165,33 @@ static inline int32_t id_of(uint64_t k)
 	return (int32_t)(0xFFFFFFFFu - (uint32_t)k);
 }
 
-/* Sort keys[0..n) descending: LSD radix over 16-bit digits of ~key. */
+/* Sort keys[0..n) descending: LSD radix of ~key over 16-bit digits, or
+ * 8-bit ones for fewer than 16384 keys (a candidate list: clearing 2^16
+ * counts a pass would cost more than the sort). A stable radix sort gives
+ * the one sorted order whatever the digit width. */
 static void sort_desc(struct tf_sampler *s, uint64_t *keys, size_t n)
 {
 	size_t *count = s->count;
 	uint64_t *tmp = s->tmp;
+	int bits = n < 16384 ? 8 : 16;
+	size_t digits = (size_t)1 << bits, mask = digits - 1;
 	for (size_t i = 0; i < n; i++)
 		keys[i] = ~keys[i];
 	uint64_t *a = keys, *b = tmp;
-	for (int shift = 0; shift < 64; shift += 16) {
-		memset(count, 0, sizeof s->count);
+	for (int shift = 0; shift < 64; shift += bits) {
+		memset(count, 0, digits * sizeof *count);
 		for (size_t i = 0; i < n; i++)
-			count[(a[i] >> shift) & 0xFFFF]++;
-		if (count[(a[0] >> shift) & 0xFFFF] == n)
+			count[(a[i] >> shift) & mask]++;
+		if (count[(a[0] >> shift) & mask] == n)
 			continue; /* one digit value: this pass would not move anything */
 		size_t sum = 0;
-		for (size_t d = 0; d < (1 << 16); d++) {
+		for (size_t d = 0; d < digits; d++) {
 			size_t c = count[d];
 			count[d] = sum;
 			sum += c;
 		}
 		for (size_t i = 0; i < n; i++)
-			b[count[(a[i] >> shift) & 0xFFFF]++] = a[i];
+			b[count[(a[i] >> shift) & mask]++] = a[i];
 		uint64_t *t = a;
 		a = b;
 		b = t;
@@ -224,23 +229,11 @@ static int32_t keyed(const uint64_t *keys, const double *x, size_t keep, double 
 	return id_of(keys[best]);
 }
 
-int32_t tf_sample_row(struct tf_sampler *s, const float *logits, size_t n, uint64_t position,
-		      const struct tf_sample_params *p)
+/* The draw of a sampled row from its best keys, sorted, n of them (the
+ * whole row, or at least its top_k): rules 2-6. */
+static int32_t draw_sorted(struct tf_sampler *s, const uint64_t *keys, size_t n,
+			   uint64_t position, const struct tf_sample_params *p)
 {
-	if (n > s->cap)
-		n = s->cap;
-	if (tf_sample_greedy(p)) {
-		uint64_t best = key_of(logits[0], 0);
-		for (size_t i = 1; i < n; i++) {
-			uint64_t k = key_of(logits[i], (uint32_t)i);
-			best = k > best ? k : best;
-		}
-		return id_of(best);
-	}
-	uint64_t *keys = s->keys;
-	for (size_t i = 0; i < n; i++)
-		keys[i] = key_of(logits[i], (uint32_t)i);
-	sort_desc(s, keys, n);
 	size_t k = p->top_k && p->top_k < n ? p->top_k : n;
 	double t = p->temperature > 1e-6 ? p->temperature : 1e-6;
 	double *x = s->scaled;
@@ -261,6 +254,48 @@ int32_t tf_sample_row(struct tf_sampler *s, const float *logits, size_t n, uint6
 		keep = below + 1 < k ? below + 1 : k;
 	}
 	return keyed(keys, x, keep, x[0] + min_log(p), p, position);
+}
+
+int32_t tf_sample_row(struct tf_sampler *s, const float *logits, size_t n, uint64_t position,
+		      const struct tf_sample_params *p)
+{
+	if (n > s->cap)
+		n = s->cap;
+	if (tf_sample_greedy(p)) {
+		uint64_t best = key_of(logits[0], 0);
+		for (size_t i = 1; i < n; i++) {
+			uint64_t k = key_of(logits[i], (uint32_t)i);
+			best = k > best ? k : best;
+		}
+		return id_of(best);
+	}
+	uint64_t *keys = s->keys;
+	for (size_t i = 0; i < n; i++)
+		keys[i] = key_of(logits[i], (uint32_t)i);
+	sort_desc(s, keys, n);
+	return draw_sorted(s, keys, n, position, p);
+}
+
+int tf_sample_top(struct tf_sampler *s, const float *values, const int32_t *ids, size_t n,
+		  uint64_t position, const struct tf_sample_params *p, int32_t *token)
+{
+	if (n == 0 || n > s->cap)
+		return 0;
+	uint64_t *keys = s->keys;
+	for (size_t i = 0; i < n; i++)
+		keys[i] = key_of(values[i], (uint32_t)ids[i]);
+	if (tf_sample_greedy(p)) {
+		uint64_t best = keys[0];
+		for (size_t i = 1; i < n; i++)
+			best = keys[i] > best ? keys[i] : best;
+		*token = id_of(best);
+		return 1;
+	}
+	if (p->top_k == 0 || p->top_k > n)
+		return 0;
+	sort_desc(s, keys, n);
+	*token = draw_sorted(s, keys, n, position, p);
+	return 1;
 }
 
 void tf_sample_stats(const float *logits, size_t n, double temperature,

@@ -65,6 +65,14 @@ void tf_sampler_free(struct tf_sampler *s);
 int32_t tf_sample_row(struct tf_sampler *s, const float *logits, size_t n, uint64_t position,
 		      const struct tf_sample_params *p);
 
+/* The token of a greedy or top_k row from its best candidates: values/ids
+ * are the row's n best logits by rule 1 (any order; n <= capacity).
+ * Returns 1 with *token set to what tf_sample_row draws from the whole row
+ * when they suffice (a greedy row; a top_k row with top_k <= n), else 0
+ * (rows without top_k need the whole row or tf_sample_nucleus). */
+int tf_sample_top(struct tf_sampler *s, const float *values, const int32_t *ids, size_t n,
+		  uint64_t position, const struct tf_sample_params *p, int32_t *token);
+
 /* A TP rank's statistics over its slice of a row for temperature t:
  * max logit, and the sum of exp(v/t - max/t) in fp64. */
 struct tf_sample_stats {

@@ -179,6 +179,67 @@ START_TEST(nucleus_equals_whole_row)
 }
 END_TEST
 
+/* Rule 1's order for qsort: larger logit first (-0 as +0, NaN last), then
+ * the lower id. */
+static const float *order_row;
+static int by_rule_one(const void *pa, const void *pb)
+{
+	int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+	float va = order_row[a], vb = order_row[b];
+	if (va != va || vb != vb)
+		return va != va && vb != vb ? (a > b) - (a < b) : va != va ? 1 : -1;
+	if (va != vb)
+		return va > vb ? -1 : 1;
+	return (a > b) - (a < b);
+}
+
+/* Greedy and top_k rows drawn from their best candidates (shuffled) pick
+ * what the whole row picks; rows without top_k, or with too few
+ * candidates, are left to the whole row. */
+START_TEST(top_equals_whole_row)
+{
+	enum { V = 3000 };
+	struct tf_sampler *s;
+	ck_assert_int_eq(tf_sampler_new(V, &s), TF_OK);
+	static float lg[V], cv[V];
+	static int32_t order[V], ci[V];
+	const uint32_t ks[] = {0, 1, 5, 40, 300};
+	for (int trial = 0; trial < 300; trial++) {
+		/* bf16 rounding makes ties; a few NaN and -0 */
+		for (int i = 0; i < V; i++)
+			lg[i] = tf_round_bf16((float)(sin(i * 0.37 + trial) * (trial % 4 + 1)));
+		lg[trial % V] = NAN;
+		lg[(trial * 7) % V] = -0.0f;
+		for (int i = 0; i < V; i++)
+			order[i] = i;
+		order_row = lg;
+		qsort(order, V, sizeof *order, by_rule_one);
+		struct tf_sample_params p = {.seed = (uint64_t)trial * 31, .temperature = trial % 5 * 0.4,
+					     .top_k = ks[trial % 5], .top_p = trial % 3 ? 0.9 : 1,
+					     .min_p = trial % 7 == 0 ? 0.1 : 0};
+		size_t n = tf_sample_candidates(&p, V, 0);
+		for (size_t i = 0; i < n; i++) {
+			size_t j = (i * 7919 + (size_t)trial) % n; /* a permutation: 7919 is a prime > V */
+			cv[j] = lg[order[i]];
+			ci[j] = order[i];
+		}
+		int32_t tok = -1;
+		uint64_t pos = 500 + (uint64_t)trial;
+		int decided = tf_sample_top(s, cv, ci, n, pos, &p, &tok);
+		if (tf_sample_greedy(&p) || p.top_k > 0) {
+			ck_assert_int_eq(decided, 1);
+			ck_assert_int_eq(tok, tf_sample_row(s, lg, V, pos, &p));
+		} else {
+			ck_assert_int_eq(decided, 0);
+		}
+	}
+	struct tf_sample_params p = {.seed = 1, .temperature = 1, .top_k = 10};
+	int32_t tok;
+	ck_assert_int_eq(tf_sample_top(s, cv, ci, 9, 0, &p, &tok), 0); /* 9 < top_k */
+	tf_sampler_free(s);
+}
+END_TEST
+
 static int b64val(int c)
 {
 	if (c >= 'A' && c <= 'Z')
@@ -312,6 +373,7 @@ Suite *suite_sample(void)
 	tcase_add_test(tc, greedy_and_hand_rows);
 	tcase_add_test(tc, batched_equals_alone);
 	tcase_add_test(tc, nucleus_equals_whole_row);
+	tcase_add_test(tc, top_equals_whole_row);
 	tcase_add_test(tc, reference_goldens);
 	suite_add_tcase(s, tc);
 	return s;
