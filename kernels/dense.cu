@@ -260,11 +260,10 @@ __device__ __forceinline__ int last_le(const int32_t *a, int n, int64_t v)
 
 } /* namespace tf_dense */
 
-using namespace tf_dense;
-
 extern "C" __global__ void __launch_bounds__(256)
 tf_dense_convert(const void *x, int32_t xdt, void *y, int32_t ydt, int64_t n)
 {
+	using namespace tf_dense;
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
 		store(y, ydt, i, load(x, xdt, i));
@@ -275,12 +274,14 @@ tf_dense_convert(const void *x, int32_t xdt, void *y, int32_t ydt, int64_t n)
 	tf_dense_linear_warp_x##XN##_w##WN(const void *x, const void *w, void *y, int32_t R, \
 					   int32_t K, int32_t N, int32_t y_bf16) \
 	{ \
+		using namespace tf_dense; \
 		linear_warp<X, W>(x, w, y, R, K, N, y_bf16); \
 	} \
 	extern "C" __global__ void __launch_bounds__(256) \
 	tf_dense_linear_tile_x##XN##_w##WN(const void *x, const void *w, void *y, int32_t R, \
 					   int32_t K, int32_t N, int32_t y_bf16) \
 	{ \
+		using namespace tf_dense; \
 		linear_tile<X, W>(x, w, y, R, K, N, y_bf16); \
 	}
 #define DENSE_LINEAR_X(XN, X) \
@@ -294,6 +295,7 @@ extern "C" __global__ void __launch_bounds__(256)
 tf_dense_embed(const uint16_t *table, int64_t V, int64_t vocab_lo, const int32_t *ids,
 	       uint16_t *out, int64_t C, int64_t D)
 {
+	using namespace tf_dense;
 	const int64_t row = blockIdx.x; /* r * C + c */
 	const int64_t id = (int64_t)ids[row / C] - vocab_lo;
 	uint16_t *dst = out + row * D;
@@ -313,6 +315,7 @@ extern "C" __global__ void __launch_bounds__(256)
 tf_dense_rmsnorm(const void *x, int32_t xdt, const void *w, int32_t wdt, float eps, void *y,
 		 int32_t ydt, int64_t n)
 {
+	using namespace tf_dense;
 	__shared__ float chunk[NORM_CHUNK];
 	__shared__ float part[8];
 	__shared__ float scale;
@@ -347,9 +350,10 @@ tf_dense_rmsnorm(const void *x, int32_t xdt, const void *w, int32_t wdt, float e
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-tf_dense_rope(const void *x, int32_t xdt, const int32_t *pos, const rope_freqs rf, int32_t inverse,
+tf_dense_rope(const void *x, int32_t xdt, const int32_t *pos, const tf_dense::rope_freqs rf, int32_t inverse,
 	      void *y, int32_t ydt, int64_t H, int64_t n)
 {
+	using namespace tf_dense;
 	const int64_t v = blockIdx.x; /* r * H + h */
 	const int64_t off = v * n, plain = n - rf.dim;
 	const double t = (double)pos[v / H];
@@ -373,6 +377,7 @@ tf_dense_rope(const void *x, int32_t xdt, const int32_t *pos, const rope_freqs r
 extern "C" __global__ void __launch_bounds__(256)
 tf_dense_bias_rows(const float *src, void *dst, int32_t dst_bf16, const uint16_t *bias, int32_t N)
 {
+	using namespace tf_dense;
 	const int c = blockIdx.x * blockDim.x + threadIdx.x;
 	if (c >= N)
 		return;
@@ -385,6 +390,7 @@ tf_dense_bias_experts(const float *src, void *dst, int32_t dst_bf16, const uint1
 		      const int32_t *ids, const int32_t *offsets, int32_t G, int32_t E, int32_t N,
 		      int32_t r0)
 {
+	using namespace tf_dense;
 	const int c = blockIdx.x * blockDim.x + threadIdx.x;
 	const int r = r0 + (int)blockIdx.y;
 	if (c >= N)
@@ -399,8 +405,9 @@ tf_dense_bias_experts(const float *src, void *dst, int32_t dst_bf16, const uint1
 
 extern "C" __global__ void __launch_bounds__(1024)
 tf_dense_experts_tasks(const int32_t *ids, const int32_t *offsets, int32_t G, int32_t E, int32_t R,
-		       int32_t rows_max, task *tasks, int32_t ntasks, int32_t *xrow, int32_t *starts)
+		       int32_t rows_max, tf_dense::task *tasks, int32_t ntasks, int32_t *xrow, int32_t *starts)
 {
+	using namespace tf_dense;
 	__shared__ int scan[1024];
 	__shared__ int carry;
 	const int t = threadIdx.x;
