@@ -31,7 +31,10 @@
  * (the logits row of block b), temps f64 [Rd]; out values f32 [Rd, C], ids
  * int32 [Rd, C], stats f64 [Rd, 2] (max, sum; unwritten when t <= 0).
  * Launch limits: 1024 threads, grid Rd (<= 2^31 - 1), 1 <= C <= V <
- * 2^31; about 1.2 KiB of static shared memory. */
+ * 2^31; about 1.2 KiB of static shared memory. On the H200 a launch over
+ * rows of 129,280 with C = 512 and statistics takes ~0.28 ms for 1 to 32
+ * rows and ~0.33 ms for 96 (a row is one block's six passes over it, from
+ * L2: latency-bound on one SM; splitting a row over blocks would cut it). */
 #include <stdint.h>
 
 namespace tf_sample {
