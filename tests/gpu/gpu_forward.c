@@ -12,7 +12,10 @@
  * error <= 1e-2. Why not tighter: fp32 sums in another order flip bf16
  * roundings now and then, and the FP8 cache quantises what it is given,
  * so a one-ulp difference in a stored row moves a key by a quantisation
- * step; the per-op bounds are gpu_ops.c's. Exit 77 without a GPU. */
+ * step; the per-op bounds are gpu_ops.c's. Exit 77 without a GPU. The
+ * comparison runs as one Check test (forward_model.h asserts with Check),
+ * in this process. TF_GPU_FORWARD_REF=cpu puts the CPU backend on both
+ * sides (it must agree exactly): a check of this program without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,14 +148,8 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int main(void)
+START_TEST(forward_cuda_vs_cpu)
 {
-	tf_status st = tf_cuda_be_new(0, &gpu);
-	if (st == TF_ERR_UNAVAILABLE) {
-		fprintf(stderr, "skip: %s\n", tf_errmsg(st));
-		return 77;
-	}
-	GPU_OK(st);
 	struct tf_be *cpu;
 	GPU_OK(tf_cpu_be_new(0, &cpu));
 	static struct model m;
@@ -242,6 +239,32 @@ int main(void)
 	free(rel_all);
 	unbuild(&m);
 	tf_be_free(cpu);
+	ck_assert_msg(!gpu_failures, "%d comparisons failed", gpu_failures);
+}
+END_TEST
+
+int main(void)
+{
+	const char *ref = getenv("TF_GPU_FORWARD_REF");
+	int self = ref && !strcmp(ref, "cpu");
+	tf_status st = self ? tf_cpu_be_new(0, &gpu) : tf_cuda_be_new(0, &gpu);
+	if (st == TF_ERR_UNAVAILABLE) {
+		fprintf(stderr, "skip: %s\n", tf_errmsg(st));
+		return 77;
+	}
+	GPU_OK(st);
+	Suite *s = suite_create("gpu_forward");
+	TCase *tc = tcase_create("forward");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, forward_cuda_vs_cpu);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
 	tf_be_free(gpu);
+	if (failed)
+		gpu_failures++;
 	return gpu_result("gpu_forward");
 }

@@ -51,9 +51,11 @@ static const struct tol tols[] = {
 	{"upload", "bytes", EXACT, 0, 0, 0, "bytes copied there and back, whole and through views"},
 	{"convert", "y", EXACT, 0, 0, 0,
 	 "one round-to-nearest-even (or an exact widening) of the same value"},
-	{"linear", "y", NEAR, 1e-5, 1, 1e-6,
-	 "fp32 sums of K products in another order (tiles, trees): ~sqrt(K) 2^-24 of the "
-	 "row's largest value; bf16 y is that rounded once"},
+	{"linear", "y", NEAR, 3e-5, 1, 1e-6,
+	 "fp32 sums of K products in another order (tiles, trees, cuBLAS's split K): ~sqrt(K) "
+	 "2^-24 of the row's largest value typically (4e-6 at K 5120), a few times that at the "
+	 "tail of 10^6 outputs (1.02e-5 seen on the H200, router gate at 4096 rows); bf16 y is "
+	 "that rounded once"},
 	{"exl3_matmul", "y", EXL3, 4e-3, 0, 3e-2,
 	 "the device rounds the rotated activations and pairwise products to fp16 (exl3-format.md "
 	 "5), the CPU keeps fp32: gpu_exl3's bounds"},
