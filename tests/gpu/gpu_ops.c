@@ -307,6 +307,14 @@ static void cases_dense(void)
 	case_linear("markov head", 4, rc.dspark_markov_rank, rc.vocab, TF_DT_F32, TF_DT_BF16,
 		    TF_DT_F32);
 	case_linear("bf16 out", 16, D, 1024, TF_DT_BF16, TF_DT_BF16, TF_DT_BF16);
+	/* x bf16 through tf's own kernels (cuBLAS takes bf16 x bf16 only):
+	 * f16 weights as the test packs' router gate and weights_proj, at the
+	 * warp kernel's rows and the tile kernel's, f32 and bf16 y */
+	case_linear("tiny gate f16 w", 3, 256, 8, TF_DT_BF16, TF_DT_F16, TF_DT_F32);
+	case_linear("tiny gate f16 w", 40, 256, 8, TF_DT_BF16, TF_DT_F16, TF_DT_F32);
+	case_linear("f16 w bf16 out", 3, 256, 128, TF_DT_BF16, TF_DT_F16, TF_DT_BF16);
+	case_linear("f16 w bf16 out", 300, 256, 128, TF_DT_BF16, TF_DT_F16, TF_DT_BF16);
+	case_linear("f32 w bf16 x", 40, 256, 130, TF_DT_BF16, TF_DT_F32, TF_DT_F32);
 
 	case_embed(5, 1, 40, 96, 0);
 	case_embed(7, 4, 40, 96, 17);
