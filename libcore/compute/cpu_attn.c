@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "compute/cpu_impl.h"
+#include "compute/ops_args.h"
 
 /* ---- attention: threads over (row, head) ---- */
 
@@ -59,20 +60,10 @@ tf_status cpu_attention(struct tf_be *be, const struct tf_tensor *q, const struc
 			const struct tf_tensor *sink, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(key_off) - 1, D = tf_tensor_cols(q);
+	int64_t R, H, D;
+	if ((st = tf_args_attention(q, keys, key_off, key_idx, sink, out, &R, &H, &D)))
+		return st;
 	int64_t NK = tf_tensor_rows(keys), room = tf_tensor_numel(key_idx), total;
-	if ((st = tf_op_check("attention", "q", q, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("attention", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("attention", "key_off", key_off, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("attention", "key_idx", key_idx, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("attention", "out", out, TF_DTS_F32, tf_tensor_numel(q))))
-		return st;
-	if (R < 1 || tf_tensor_numel(q) % (R * D) || tf_tensor_cols(keys) != D)
-		return tf_err(TF_ERR_ARG, "attention: q is not [%lld, H, %lld] or keys not [NK, %lld]",
-			      (long long)R, (long long)D, (long long)D);
-	int64_t H = tf_tensor_numel(q) / (R * D);
-	if ((st = tf_op_check("attention", "sink", sink, TF_DTS_F32, H)))
-		return st;
 	const int32_t *off = cpu_i32(key_off), *idx = cpu_i32(key_idx);
 	int64_t maxk = 1;
 	total = off[R];
@@ -119,16 +110,8 @@ tf_status cpu_compressor(struct tf_be *be, const struct tf_tensor *u, const stru
 			 const struct tf_tensor *w, float eps, struct tf_tensor *lat)
 {
 	tf_status st;
-	int64_t W = tf_tensor_cols(lat), E = tf_tensor_rows(lat);
-	if ((st = tf_op_check("compressor", "u", u, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("compressor", "lat", lat, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("compressor", "w", w, TF_DTS_FLOAT, W)))
-		return st;
-	int64_t r = E > 0 && W > 0 ? tf_tensor_numel(u) / (E * W) : 0;
-	if ((r != 1 && r != 2) || tf_tensor_numel(u) != E * r * W)
-		return tf_err(TF_ERR_ARG, "compressor: u is not [%lld, 1|2, %lld]", (long long)E,
-			      (long long)W);
-	if (r == 2 && (st = tf_op_check("compressor", "g", g, TF_DTS_F32, E * r * W)))
+	int64_t E, r, W;
+	if ((st = tf_args_compressor(u, g, w, lat, &E, &r, &W)))
 		return st;
 	float *wf = tf_alloc_array((size_t)W, sizeof *wf);
 	float *v = tf_alloc_array((size_t)W, sizeof *v);
@@ -208,25 +191,10 @@ tf_status cpu_index_score(struct tf_be *be, const struct tf_tensor *iq,
 			  struct tf_tensor *scores)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(n_vis), Hi = tf_tensor_cols(iw), Di = tf_tensor_cols(keys);
-	int64_t N = tf_tensor_rows(keys);
-	if ((st = tf_op_check("index_score", "n_vis", n_vis, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("index_score", "iq", iq, TF_DTS_F32 | TF_DTS_BF16, R * Hi * Di)) ||
-	    (st = tf_op_check("index_score", "iw", iw, TF_DTS_F32, R * Hi)) ||
-	    (st = tf_op_check("index_score", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("index_score", "scores", scores, TF_DTS_F32, R * N)))
+	int64_t R, Hi, Di, N, nblk;
+	if ((st = tf_args_index_score(iq, iw, keys, n_vis, blocks, bs, scores, &R, &Hi, &Di, &N,
+				      &nblk)))
 		return st;
-	int64_t nblk = 0;
-	if (blocks) {
-		if (bs <= 0)
-			return tf_err(TF_ERR_ARG, "index_score: block size %d", bs);
-		nblk = tf_tensor_cols(blocks);
-		if ((st = tf_op_check("index_score", "blocks", blocks, TF_DTS_U8, R * nblk)))
-			return st;
-		if (nblk < (N + bs - 1) / bs)
-			return tf_err(TF_ERR_ARG, "index_score: %lld block columns for %lld keys of %d",
-				      (long long)nblk, (long long)N, bs);
-	}
 	if (N == 0 || R == 0)
 		return TF_OK;
 	float *qf = tf_alloc_array((size_t)(R * Hi * Di), sizeof *qf);
@@ -331,14 +299,9 @@ tf_status cpu_index_topk(struct tf_be *be, const struct tf_tensor *scores,
 			 struct tf_tensor *n_sel)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
-	if ((st = tf_op_check("index_topk", "n_vis", n_vis, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("index_topk", "scores", scores, TF_DTS_F32, R * N)) ||
-	    (st = tf_op_check("index_topk", "sel", sel, TF_DTS_I32, R * (int64_t)k)) ||
-	    (st = tf_op_check("index_topk", "n_sel", n_sel, TF_DTS_I32, R)))
+	int64_t R, N;
+	if ((st = tf_args_index_topk(scores, n_vis, k, sel, n_sel, &R, &N)))
 		return st;
-	if (k <= 0)
-		return tf_err(TF_ERR_ARG, "index_topk: k = %d", k);
 	int workers = tf_pool_size(cpu_pool(be));
 	int64_t per = N ? N : 1;
 	uint64_t *keys = tf_alloc_array((size_t)(per * workers), sizeof *keys);
@@ -382,17 +345,9 @@ tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
 			       struct tf_tensor *blocks)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
-	if (bs <= 0 || topb <= 0)
-		return tf_err(TF_ERR_ARG, "candidate_blocks: block %d, top %d", bs, topb);
-	int64_t nblk = blocks ? tf_tensor_cols(blocks) : 0, need = (N + bs - 1) / bs;
-	if ((st = tf_op_check("candidate_blocks", "n_vis", n_vis, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("candidate_blocks", "scores", scores, TF_DTS_F32, R * N)) ||
-	    (st = tf_op_check("candidate_blocks", "blocks", blocks, TF_DTS_U8, R * nblk)))
+	int64_t R, N, nblk, need;
+	if ((st = tf_args_candidate_blocks(scores, n_vis, bs, topb, blocks, &R, &N, &nblk, &need)))
 		return st;
-	if (nblk < need)
-		return tf_err(TF_ERR_ARG, "candidate_blocks: %lld block columns for %lld scores of %d",
-			      (long long)nblk, (long long)N, bs);
 	int workers = tf_pool_size(cpu_pool(be));
 	int64_t per = need ? need : 1;
 	uint64_t *keys = tf_alloc_array((size_t)(per * workers), sizeof *keys);
@@ -414,15 +369,9 @@ tf_status cpu_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 			int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx)
 {
 	tf_status st;
-	int64_t n = tf_tensor_numel(key_off) - 1, k = sel ? tf_tensor_cols(sel) : 0;
-	if ((st = tf_op_check("attn_keys", "key_off", key_off, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("attn_keys", "key_idx", key_idx, TF_DTS_I32, -1)) ||
-	    (sel && ((st = tf_op_check("attn_keys", "sel", sel, TF_DTS_I32, n * k)) ||
-		     (st = tf_op_check("attn_keys", "n_sel", n_sel, TF_DTS_I32, n)))))
+	int64_t n, k;
+	if ((st = tf_args_attn_keys(sel, n_sel, p0, window, key_off, key_idx, &n, &k)))
 		return st;
-	if (n < 1 || window < 1 || p0 < 0)
-		return tf_err(TF_ERR_ARG, "attn_keys: %lld rows at %lld, window %d", (long long)n,
-			      (long long)p0, window);
 	int64_t wlo = p0 - window + 1 < 0 ? 0 : p0 - window + 1, room = tf_tensor_numel(key_idx);
 	const int32_t *sl = sel ? cpu_i32(sel) : NULL, *ns = sel ? cpu_i32(n_sel) : NULL;
 	int32_t *off = key_off->data, *idx = key_idx->data;

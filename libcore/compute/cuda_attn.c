@@ -2,7 +2,7 @@
  * MQA with sinks, the compressor's pooling and norm, indexer scores, top-k
  * selection, candidate blocks and the key lists. Kernels: kernels/attn.cu
  * (its opening comment has the maths, accuracy and launch limits); CPU
- * twins: cpu_attn.c, whose argument checks these repeat.
+ * twins: cpu_attn.c; both make ops_args.h's argument checks.
  *
  * What the CPU checks in the index arrays' values (key_off in order,
  * key_idx within the keys, the key lists fitting key_idx) lives in device
@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "compute/cuda_impl.h"
+#include "compute/ops_args.h"
 
 static struct cuda_fn fn_mqa[2][3] = {
 	{{.name = "tf_attn_mqa_f32_e4"}, {.name = "tf_attn_mqa_f32_e8"},
@@ -61,20 +62,10 @@ tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const stru
 			 const struct tf_tensor *sink, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(key_off) - 1, D = tf_tensor_cols(q);
+	int64_t R, H, D;
+	if ((st = tf_args_attention(q, keys, key_off, key_idx, sink, out, &R, &H, &D)))
+		return st;
 	int64_t NK = tf_tensor_rows(keys), room = tf_tensor_numel(key_idx);
-	if ((st = tf_op_check("attention", "q", q, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("attention", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("attention", "key_off", key_off, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("attention", "key_idx", key_idx, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("attention", "out", out, TF_DTS_F32, tf_tensor_numel(q))))
-		return st;
-	if (R < 1 || D < 1 || tf_tensor_numel(q) % (R * D) || tf_tensor_cols(keys) != D)
-		return tf_err(TF_ERR_ARG, "attention: q is not [%lld, H, %lld] or keys not [NK, %lld]",
-			      (long long)R, (long long)D, (long long)D);
-	int64_t H = tf_tensor_numel(q) / (R * D);
-	if ((st = tf_op_check("attention", "sink", sink, TF_DTS_F32, H)))
-		return st;
 	if (D > MQA_MAX_D)
 		return tf_err(TF_ERR_ARG, "attention: head width %lld past the kernel's %d",
 			      (long long)D, MQA_MAX_D);
@@ -107,16 +98,8 @@ tf_status cuda_compressor(struct tf_be *be, const struct tf_tensor *u, const str
 			  const struct tf_tensor *w, float eps, struct tf_tensor *lat)
 {
 	tf_status st;
-	int64_t W = tf_tensor_cols(lat), E = tf_tensor_rows(lat);
-	if ((st = tf_op_check("compressor", "u", u, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("compressor", "lat", lat, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("compressor", "w", w, TF_DTS_FLOAT, W)))
-		return st;
-	int64_t r = E > 0 && W > 0 ? tf_tensor_numel(u) / (E * W) : 0;
-	if ((r != 1 && r != 2) || tf_tensor_numel(u) != E * r * W)
-		return tf_err(TF_ERR_ARG, "compressor: u is not [%lld, 1|2, %lld]", (long long)E,
-			      (long long)W);
-	if (r == 2 && (st = tf_op_check("compressor", "g", g, TF_DTS_F32, E * r * W)))
+	int64_t E, r, W;
+	if ((st = tf_args_compressor(u, g, w, lat, &E, &r, &W)))
 		return st;
 	if (W > CMP_MAX_W)
 		return tf_err(TF_ERR_ARG, "compressor: width %lld past the kernel's %d",
@@ -138,25 +121,10 @@ tf_status cuda_index_score(struct tf_be *be, const struct tf_tensor *iq,
 			   struct tf_tensor *scores)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(n_vis), Hi = tf_tensor_cols(iw), Di = tf_tensor_cols(keys);
-	int64_t N = tf_tensor_rows(keys);
-	if ((st = tf_op_check("index_score", "n_vis", n_vis, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("index_score", "iq", iq, TF_DTS_F32 | TF_DTS_BF16, R * Hi * Di)) ||
-	    (st = tf_op_check("index_score", "iw", iw, TF_DTS_F32, R * Hi)) ||
-	    (st = tf_op_check("index_score", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("index_score", "scores", scores, TF_DTS_F32, R * N)))
+	int64_t R, Hi, Di, N, nblk;
+	if ((st = tf_args_index_score(iq, iw, keys, n_vis, blocks, bs, scores, &R, &Hi, &Di, &N,
+				      &nblk)))
 		return st;
-	int64_t nblk = 0;
-	if (blocks) {
-		if (bs <= 0)
-			return tf_err(TF_ERR_ARG, "index_score: block size %d", bs);
-		nblk = tf_tensor_cols(blocks);
-		if ((st = tf_op_check("index_score", "blocks", blocks, TF_DTS_U8, R * nblk)))
-			return st;
-		if (nblk < (N + bs - 1) / bs)
-			return tf_err(TF_ERR_ARG, "index_score: %lld block columns for %lld keys of %d",
-				      (long long)nblk, (long long)N, bs);
-	}
 	if (N == 0 || R == 0)
 		return TF_OK;
 	/* 8T heads a pass and 1024/T keys a block: T = 4 fits 32 heads. */
@@ -180,14 +148,9 @@ tf_status cuda_index_topk(struct tf_be *be, const struct tf_tensor *scores,
 			  struct tf_tensor *n_sel)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
-	if ((st = tf_op_check("index_topk", "n_vis", n_vis, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("index_topk", "scores", scores, TF_DTS_F32, R * N)) ||
-	    (st = tf_op_check("index_topk", "sel", sel, TF_DTS_I32, R * (int64_t)k)) ||
-	    (st = tf_op_check("index_topk", "n_sel", n_sel, TF_DTS_I32, R)))
+	int64_t R, N;
+	if ((st = tf_args_index_topk(scores, n_vis, k, sel, n_sel, &R, &N)))
 		return st;
-	if (k <= 0)
-		return tf_err(TF_ERR_ARG, "index_topk: k = %d", k);
 	if (R == 0)
 		return TF_OK;
 	/* scores [R, N] f32, n_vis [R] -> sel [R, k], n_sel [R] int32 */
@@ -203,17 +166,9 @@ tf_status cuda_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores
 				struct tf_tensor *blocks)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(n_vis), N = tf_tensor_cols(scores);
-	if (bs <= 0 || topb <= 0)
-		return tf_err(TF_ERR_ARG, "candidate_blocks: block %d, top %d", bs, topb);
-	int64_t nblk = blocks ? tf_tensor_cols(blocks) : 0, need = (N + bs - 1) / bs;
-	if ((st = tf_op_check("candidate_blocks", "n_vis", n_vis, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("candidate_blocks", "scores", scores, TF_DTS_F32, R * N)) ||
-	    (st = tf_op_check("candidate_blocks", "blocks", blocks, TF_DTS_U8, R * nblk)))
+	int64_t R, N, nblk, need;
+	if ((st = tf_args_candidate_blocks(scores, n_vis, bs, topb, blocks, &R, &N, &nblk, &need)))
 		return st;
-	if (nblk < need)
-		return tf_err(TF_ERR_ARG, "candidate_blocks: %lld block columns for %lld scores of %d",
-			      (long long)nblk, (long long)N, bs);
 	if (R == 0)
 		return TF_OK;
 	int64_t per = (need + 255) / 256;
@@ -245,15 +200,9 @@ tf_status cuda_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 			 int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx)
 {
 	tf_status st;
-	int64_t n = tf_tensor_numel(key_off) - 1, k = sel ? tf_tensor_cols(sel) : 0;
-	if ((st = tf_op_check("attn_keys", "key_off", key_off, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("attn_keys", "key_idx", key_idx, TF_DTS_I32, -1)) ||
-	    (sel && ((st = tf_op_check("attn_keys", "sel", sel, TF_DTS_I32, n * k)) ||
-		     (st = tf_op_check("attn_keys", "n_sel", n_sel, TF_DTS_I32, n)))))
+	int64_t n, k;
+	if ((st = tf_args_attn_keys(sel, n_sel, p0, window, key_off, key_idx, &n, &k)))
 		return st;
-	if (n < 1 || window < 1 || p0 < 0)
-		return tf_err(TF_ERR_ARG, "attn_keys: %lld rows at %lld, window %d", (long long)n,
-			      (long long)p0, window);
 	/* n_sel is on the device: room for the most keys, every row full. */
 	int64_t room = tf_tensor_numel(key_idx), most = n * k;
 	for (int64_t i = 0; i < n; i++)

@@ -1,0 +1,125 @@
+/* ops_args.c: the argument checks both backends make (ops_args.h). */
+#include "compute/ops_args.h"
+
+tf_status tf_args_attention(const struct tf_tensor *q, const struct tf_tensor *keys,
+			    const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
+			    const struct tf_tensor *sink, const struct tf_tensor *out, int64_t *R,
+			    int64_t *H, int64_t *D)
+{
+	tf_status st;
+	*R = key_off ? tf_tensor_numel(key_off) - 1 : 0;
+	*D = q ? tf_tensor_cols(q) : 0;
+	if ((st = tf_op_check("attention", "q", q, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("attention", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("attention", "key_off", key_off, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attention", "key_idx", key_idx, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attention", "out", out, TF_DTS_F32, tf_tensor_numel(q))))
+		return st;
+	if (*R < 1 || *D < 1 || tf_tensor_numel(q) % (*R * *D) || tf_tensor_cols(keys) != *D)
+		return tf_err(TF_ERR_ARG, "attention: q is not [%lld, H, %lld] or keys not [NK, %lld]",
+			      (long long)*R, (long long)*D, (long long)*D);
+	*H = tf_tensor_numel(q) / (*R * *D);
+	return tf_op_check("attention", "sink", sink, TF_DTS_F32, *H);
+}
+
+tf_status tf_args_compressor(const struct tf_tensor *u, const struct tf_tensor *g,
+			     const struct tf_tensor *w, const struct tf_tensor *lat, int64_t *E,
+			     int64_t *r, int64_t *W)
+{
+	tf_status st;
+	*W = lat ? tf_tensor_cols(lat) : 0;
+	*E = lat ? tf_tensor_rows(lat) : 0;
+	if ((st = tf_op_check("compressor", "u", u, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("compressor", "lat", lat, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("compressor", "w", w, TF_DTS_FLOAT, *W)))
+		return st;
+	*r = *E > 0 && *W > 0 ? tf_tensor_numel(u) / (*E * *W) : 0;
+	if ((*r != 1 && *r != 2) || tf_tensor_numel(u) != *E * *r * *W)
+		return tf_err(TF_ERR_ARG, "compressor: u is not [%lld, 1|2, %lld]", (long long)*E,
+			      (long long)*W);
+	return *r == 2 ? tf_op_check("compressor", "g", g, TF_DTS_F32, *E * *r * *W) : TF_OK;
+}
+
+tf_status tf_args_index_score(const struct tf_tensor *iq, const struct tf_tensor *iw,
+			      const struct tf_tensor *keys, const struct tf_tensor *n_vis,
+			      const struct tf_tensor *blocks, int bs, const struct tf_tensor *scores,
+			      int64_t *R, int64_t *Hi, int64_t *Di, int64_t *N, int64_t *nblk)
+{
+	tf_status st;
+	*R = n_vis ? tf_tensor_numel(n_vis) : 0;
+	*Hi = iw ? tf_tensor_cols(iw) : 0;
+	*Di = keys ? tf_tensor_cols(keys) : 0;
+	*N = keys ? tf_tensor_rows(keys) : 0;
+	*nblk = 0;
+	if ((st = tf_op_check("index_score", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("index_score", "iq", iq, TF_DTS_F32 | TF_DTS_BF16, *R * *Hi * *Di)) ||
+	    (st = tf_op_check("index_score", "iw", iw, TF_DTS_F32, *R * *Hi)) ||
+	    (st = tf_op_check("index_score", "keys", keys, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("index_score", "scores", scores, TF_DTS_F32, *R * *N)))
+		return st;
+	if (!blocks)
+		return TF_OK;
+	if (bs <= 0)
+		return tf_err(TF_ERR_ARG, "index_score: block size %d", bs);
+	*nblk = tf_tensor_cols(blocks);
+	if ((st = tf_op_check("index_score", "blocks", blocks, TF_DTS_U8, *R * *nblk)))
+		return st;
+	if (*nblk < (*N + bs - 1) / bs)
+		return tf_err(TF_ERR_ARG, "index_score: %lld block columns for %lld keys of %d",
+			      (long long)*nblk, (long long)*N, bs);
+	return TF_OK;
+}
+
+tf_status tf_args_index_topk(const struct tf_tensor *scores, const struct tf_tensor *n_vis, int k,
+			     const struct tf_tensor *sel, const struct tf_tensor *n_sel, int64_t *R,
+			     int64_t *N)
+{
+	tf_status st;
+	*R = n_vis ? tf_tensor_numel(n_vis) : 0;
+	*N = scores ? tf_tensor_cols(scores) : 0;
+	if ((st = tf_op_check("index_topk", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("index_topk", "scores", scores, TF_DTS_F32, *R * *N)) ||
+	    (st = tf_op_check("index_topk", "sel", sel, TF_DTS_I32, *R * (int64_t)k)) ||
+	    (st = tf_op_check("index_topk", "n_sel", n_sel, TF_DTS_I32, *R)))
+		return st;
+	return k <= 0 ? tf_err(TF_ERR_ARG, "index_topk: k = %d", k) : TF_OK;
+}
+
+tf_status tf_args_candidate_blocks(const struct tf_tensor *scores, const struct tf_tensor *n_vis,
+				   int bs, int topb, const struct tf_tensor *blocks, int64_t *R,
+				   int64_t *N, int64_t *nblk, int64_t *need)
+{
+	tf_status st;
+	*R = n_vis ? tf_tensor_numel(n_vis) : 0;
+	*N = scores ? tf_tensor_cols(scores) : 0;
+	if (bs <= 0 || topb <= 0)
+		return tf_err(TF_ERR_ARG, "candidate_blocks: block %d, top %d", bs, topb);
+	*nblk = blocks ? tf_tensor_cols(blocks) : 0;
+	*need = (*N + bs - 1) / bs;
+	if ((st = tf_op_check("candidate_blocks", "n_vis", n_vis, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("candidate_blocks", "scores", scores, TF_DTS_F32, *R * *N)) ||
+	    (st = tf_op_check("candidate_blocks", "blocks", blocks, TF_DTS_U8, *R * *nblk)))
+		return st;
+	if (*nblk < *need)
+		return tf_err(TF_ERR_ARG, "candidate_blocks: %lld block columns for %lld scores of %d",
+			      (long long)*nblk, (long long)*N, bs);
+	return TF_OK;
+}
+
+tf_status tf_args_attn_keys(const struct tf_tensor *sel, const struct tf_tensor *n_sel, int64_t p0,
+			    int window, const struct tf_tensor *key_off,
+			    const struct tf_tensor *key_idx, int64_t *n, int64_t *k)
+{
+	tf_status st;
+	*n = key_off ? tf_tensor_numel(key_off) - 1 : 0;
+	*k = sel ? tf_tensor_cols(sel) : 0;
+	if ((st = tf_op_check("attn_keys", "key_off", key_off, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("attn_keys", "key_idx", key_idx, TF_DTS_I32, -1)) ||
+	    (sel && ((st = tf_op_check("attn_keys", "sel", sel, TF_DTS_I32, *n * *k)) ||
+		     (st = tf_op_check("attn_keys", "n_sel", n_sel, TF_DTS_I32, *n)))))
+		return st;
+	if (*n < 1 || window < 1 || p0 < 0)
+		return tf_err(TF_ERR_ARG, "attn_keys: %lld rows at %lld, window %d", (long long)*n,
+			      (long long)p0, window);
+	return TF_OK;
+}

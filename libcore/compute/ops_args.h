@@ -1,0 +1,43 @@
+/* ops_args.h: the argument checks every backend makes before an op runs:
+ * dtypes and shapes from the tensor headers, never the values of index
+ * tensors (a device backend cannot read them without waiting). Each
+ * returns TF_OK or TF_ERR_ARG naming the op, and the dimensions the op
+ * runs over. Shared by cpu_*.c and cuda_*.c so that both refuse exactly
+ * the same calls. Thread safe (pure). */
+#ifndef TF_COMPUTE_OPS_ARGS_H
+#define TF_COMPUTE_OPS_ARGS_H
+
+#include <stdint.h>
+
+#include "compute/ops.h"
+
+/* attention: R rows of H heads of D; NK keys; room of key_idx. */
+tf_status tf_args_attention(const struct tf_tensor *q, const struct tf_tensor *keys,
+			    const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
+			    const struct tf_tensor *sink, const struct tf_tensor *out, int64_t *R,
+			    int64_t *H, int64_t *D);
+/* compressor: E groups of r (1 or 2) positions of width W. */
+tf_status tf_args_compressor(const struct tf_tensor *u, const struct tf_tensor *g,
+			     const struct tf_tensor *w, const struct tf_tensor *lat, int64_t *E,
+			     int64_t *r, int64_t *W);
+/* index_score: R rows, Hi heads of Di, N keys, nblk block columns (0
+ * without blocks). */
+tf_status tf_args_index_score(const struct tf_tensor *iq, const struct tf_tensor *iw,
+			      const struct tf_tensor *keys, const struct tf_tensor *n_vis,
+			      const struct tf_tensor *blocks, int bs, const struct tf_tensor *scores,
+			      int64_t *R, int64_t *Hi, int64_t *Di, int64_t *N, int64_t *nblk);
+/* index_topk: R rows of N scores. */
+tf_status tf_args_index_topk(const struct tf_tensor *scores, const struct tf_tensor *n_vis, int k,
+			     const struct tf_tensor *sel, const struct tf_tensor *n_sel, int64_t *R,
+			     int64_t *N);
+/* candidate_blocks: R rows of N scores, nblk block columns, need =
+ * ceil(N / bs) of them used. */
+tf_status tf_args_candidate_blocks(const struct tf_tensor *scores, const struct tf_tensor *n_vis,
+				   int bs, int topb, const struct tf_tensor *blocks, int64_t *R,
+				   int64_t *N, int64_t *nblk, int64_t *need);
+/* attn_keys: n rows, k selections a row (0 without sel). */
+tf_status tf_args_attn_keys(const struct tf_tensor *sel, const struct tf_tensor *n_sel, int64_t p0,
+			    int window, const struct tf_tensor *key_off,
+			    const struct tf_tensor *key_idx, int64_t *n, int64_t *k);
+
+#endif
