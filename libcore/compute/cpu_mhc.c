@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "compute/cpu_impl.h"
+#include "compute/ops_args.h"
 
 static inline float sigmoid(float x)
 {
@@ -83,20 +84,9 @@ tf_status cpu_hc_mix(struct tf_be *be, const struct tf_tensor *x, const struct t
 		     struct tf_tensor *post, struct tf_tensor *comb)
 {
 	tf_status st;
-	int64_t M = tf_tensor_numel(base);
-	int64_t S = (int64_t)lround((sqrt(1.0 + (double)M) - 1)); /* M = 2S + S^2 */
-	int64_t n = tf_tensor_cols(fn), R = n ? tf_tensor_numel(x) / n : 0;
-	if ((st = tf_op_check("hc_mix", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * n)) ||
-	    (st = tf_op_check("hc_mix", "base", base, TF_DTS_F32, 2 * S + S * S)) ||
-	    (st = tf_op_check("hc_mix", "fn", fn, TF_DTS_F32, M * n)) ||
-	    (st = tf_op_check("hc_mix", "scale", scale, TF_DTS_F32, 3)) ||
-	    (st = tf_op_check("hc_mix", "pre", pre, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_mix", "post", post, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_mix", "comb", comb, TF_DTS_F32, R * S * S)))
+	int64_t R, S, n, M;
+	if ((st = tf_args_hc_mix(x, fn, base, scale, iters, pre, post, comb, &R, &S, &n, &M)))
 		return st;
-	if (S < 1 || n % S || iters < 1)
-		return tf_err(TF_ERR_ARG, "hc_mix: %lld streams over %lld values, %d iterations",
-			      (long long)S, (long long)n, iters);
 	int workers = tf_pool_size(cpu_pool(be));
 	float *buf = tf_alloc_array((size_t)workers, (size_t)(n + M) * sizeof(float));
 	if (!buf)
@@ -142,11 +132,8 @@ tf_status cpu_hc_collapse(struct tf_be *be, const struct tf_tensor *x, const str
 			  struct tf_tensor *c)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(c), R = tf_tensor_rows(c);
-	int64_t S = R ? tf_tensor_numel(pre) / R : 0;
-	if ((st = tf_op_check("hc_collapse", "c", c, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("hc_collapse", "pre", pre, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_collapse", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
+	int64_t R, S, D;
+	if ((st = tf_args_hc_collapse(x, pre, c, &R, &S, &D)))
 		return st;
 	int workers = tf_pool_size(cpu_pool(be));
 	float *buf = tf_alloc_array((size_t)workers, (size_t)(2 * D) * sizeof(float));
@@ -185,13 +172,8 @@ tf_status cpu_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct 
 		      struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(b), R = tf_tensor_rows(b);
-	int64_t S = R ? tf_tensor_numel(post) / R : 0;
-	if ((st = tf_op_check("hc_post", "b", b, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("hc_post", "post", post, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_post", "comb", comb, TF_DTS_F32, R * S * S)) ||
-	    (st = tf_op_check("hc_post", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
-	    (st = tf_op_check("hc_post", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
+	int64_t R, S, D;
+	if ((st = tf_args_hc_post(x, b, post, comb, out, &R, &S, &D)))
 		return st;
 	/* a row reads its S streams and b before writing: out may alias x */
 	int64_t per = (2 * S + 1) * D;
@@ -242,13 +224,8 @@ tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const str
 			  float clamp, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(qk), S = tf_tensor_rows(qk);
-	int64_t R = D > 0 ? tf_tensor_numel(kv) / ((S + 1) * D) : 0;
-	if ((st = tf_op_check("engram_gate", "qk", qk, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("engram_gate", "kv", kv, TF_DTS_BF16 | TF_DTS_F32, R * (S + 1) * D)) ||
-	    (st = tf_op_check("engram_gate", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
-	    (st = tf_op_check("engram_gate", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
-	    (blocked && (st = tf_op_check("engram_gate", "blocked", blocked, TF_DTS_U8, R))))
+	int64_t R, S, D;
+	if ((st = tf_args_engram_gate(x, kv, qk, blocked, out, &R, &S, &D)))
 		return st;
 	int workers = tf_pool_size(cpu_pool(be));
 	float *buf = tf_alloc_array((size_t)workers, (size_t)(3 * D) * sizeof(float));
@@ -266,12 +243,9 @@ tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const str
 tf_status cpu_stream_mean(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t R = x->ndim == 3 ? x->shape[0] : 0, S = x->shape[1], D = x->shape[2];
-	if ((st = tf_op_check("stream_mean", "x", x, TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("stream_mean", "out", out, TF_DTS_BF16, R * D)))
+	int64_t R, S, D;
+	if ((st = tf_args_stream_mean(x, out, &R, &S, &D)))
 		return st;
-	if (x->ndim != 3 || R < 1 || S < 1)
-		return tf_err(TF_ERR_ARG, "stream_mean: x is not [R, S, D]");
 	const uint16_t *xs = x->data;
 	uint16_t *o = out->data;
 	for (int64_t i = 0; i < R; i++)

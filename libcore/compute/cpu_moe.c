@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "compute/cpu_impl.h"
+#include "compute/ops_args.h"
 
 /* softplus(x) = ln(1 + e^x), = x past 20 (where e^-x is below fp32's ulp). */
 static inline float softplus(float x)
@@ -18,14 +19,9 @@ tf_status cpu_moe_route(struct tf_be *be, const struct tf_tensor *lg, const stru
 			int k, float scale, struct tf_tensor *ids, struct tf_tensor *weights)
 {
 	tf_status st;
-	int64_t E = tf_tensor_cols(lg), R = tf_tensor_rows(lg);
-	if ((st = tf_op_check("moe_route", "lg", lg, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("moe_route", "bias", bias, TF_DTS_F32, E)) ||
-	    (st = tf_op_check("moe_route", "ids", ids, TF_DTS_I32, R * k)) ||
-	    (st = tf_op_check("moe_route", "weights", weights, TF_DTS_F32, R * k)))
+	int64_t R, E;
+	if ((st = tf_args_moe_route(lg, bias, k, ids, weights, &R, &E)))
 		return st;
-	if (k < 1 || k > E)
-		return tf_err(TF_ERR_ARG, "moe_route: top %d of %lld experts", k, (long long)E);
 	float *sc = tf_alloc_array((size_t)E, sizeof *sc);
 	if (!sc)
 		return tf_err(TF_ERR_NOMEM, "moe_route: out of memory");
@@ -67,10 +63,8 @@ tf_status cpu_swiglu(struct tf_be *be, const struct tf_tensor *gate, const struc
 		     float limit, struct tf_tensor *a)
 {
 	tf_status st;
-	int64_t n = tf_tensor_numel(gate);
-	if ((st = tf_op_check("swiglu", "gate", gate, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("swiglu", "up", up, TF_DTS_F32, n)) ||
-	    (st = tf_op_check("swiglu", "a", a, TF_DTS_F32 | TF_DTS_BF16, n)))
+	int64_t n;
+	if ((st = tf_args_swiglu(gate, up, a, &n)))
 		return st;
 	const float *g = gate->data, *u = up->data;
 	float buf[256];
@@ -90,12 +84,8 @@ tf_status cpu_moe_combine(struct tf_be *be, const struct tf_tensor *y, const str
 			  const struct tf_tensor *shared, struct tf_tensor *branch)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(branch), R = tf_tensor_rows(branch);
-	int64_t k = R ? tf_tensor_numel(w) / R : 0;
-	if ((st = tf_op_check("moe_combine", "branch", branch, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("moe_combine", "w", w, TF_DTS_F32, R * k)) ||
-	    (st = tf_op_check("moe_combine", "y", y, TF_DTS_F32, R * k * D)) ||
-	    (shared && (st = tf_op_check("moe_combine", "shared", shared, TF_DTS_F32, R * D))))
+	int64_t R, k, D;
+	if ((st = tf_args_moe_combine(y, w, shared, branch, &R, &k, &D)))
 		return st;
 	float *acc = tf_alloc_array((size_t)D, sizeof *acc);
 	if (!acc)
@@ -125,13 +115,8 @@ tf_status cpu_moe_group(struct tf_be *be, const struct tf_tensor *ids, int E,
 			struct tf_tensor *offsets, struct tf_tensor *pair, struct tf_tensor *src)
 {
 	tf_status st;
-	int64_t T = tf_tensor_numel(ids), k = tf_tensor_cols(ids);
-	if (E < 1)
-		return tf_err(TF_ERR_ARG, "moe_group: %d experts", E);
-	if ((st = tf_op_check("moe_group", "ids", ids, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("moe_group", "offsets", offsets, TF_DTS_I32, (int64_t)E + 1)) ||
-	    (st = tf_op_check("moe_group", "pair", pair, TF_DTS_I32, T)) ||
-	    (st = tf_op_check("moe_group", "src", src, TF_DTS_I32, T)))
+	int64_t T, k;
+	if ((st = tf_args_moe_group(ids, E, offsets, pair, src, &T, &k)))
 		return st;
 	const int32_t *id = cpu_i32(ids);
 	int32_t *off = offsets->data, *pr = pair->data, *sr = src->data;

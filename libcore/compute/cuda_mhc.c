@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "compute/cuda_impl.h"
+#include "compute/ops_args.h"
 
 /* mhc.cu's limits */
 #define MAX_S 4         /* streams held in registers (mix, post) */
@@ -84,20 +85,9 @@ tf_status cuda_hc_mix(struct tf_be *be, const struct tf_tensor *x, const struct 
 		      struct tf_tensor *post, struct tf_tensor *comb)
 {
 	tf_status st;
-	int64_t M = tf_tensor_numel(base);
-	int64_t S = (int64_t)lround((sqrt(1.0 + (double)M) - 1)); /* M = 2S + S^2 */
-	int64_t n = tf_tensor_cols(fn), R = n ? tf_tensor_numel(x) / n : 0;
-	if ((st = tf_op_check("hc_mix", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * n)) ||
-	    (st = tf_op_check("hc_mix", "base", base, TF_DTS_F32, 2 * S + S * S)) ||
-	    (st = tf_op_check("hc_mix", "fn", fn, TF_DTS_F32, M * n)) ||
-	    (st = tf_op_check("hc_mix", "scale", scale, TF_DTS_F32, 3)) ||
-	    (st = tf_op_check("hc_mix", "pre", pre, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_mix", "post", post, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_mix", "comb", comb, TF_DTS_F32, R * S * S)))
+	int64_t R, S, n, M;
+	if ((st = tf_args_hc_mix(x, fn, base, scale, iters, pre, post, comb, &R, &S, &n, &M)))
 		return st;
-	if (S < 1 || n % S || iters < 1)
-		return tf_err(TF_ERR_ARG, "hc_mix: %lld streams over %lld values, %d iterations",
-			      (long long)S, (long long)n, iters);
 	if (S > MAX_S)
 		return tf_err(TF_ERR_UNSUPPORTED, "hc_mix: %lld streams (the kernel takes %d)",
 			      (long long)S, MAX_S);
@@ -112,11 +102,8 @@ tf_status cuda_hc_collapse(struct tf_be *be, const struct tf_tensor *x, const st
 			   struct tf_tensor *c)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(c), R = tf_tensor_rows(c);
-	int64_t S = R ? tf_tensor_numel(pre) / R : 0;
-	if ((st = tf_op_check("hc_collapse", "c", c, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("hc_collapse", "pre", pre, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_collapse", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
+	int64_t R, S, D;
+	if ((st = tf_args_hc_collapse(x, pre, c, &R, &S, &D)))
 		return st;
 	unsigned gx = 0, gy = 0;
 	if ((st = row_grid("hc_collapse", R, D, &gx, &gy)) || !R || !D)
@@ -133,13 +120,8 @@ tf_status cuda_hc_post(struct tf_be *be, const struct tf_tensor *x, const struct
 		       struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(b), R = tf_tensor_rows(b);
-	int64_t S = R ? tf_tensor_numel(post) / R : 0;
-	if ((st = tf_op_check("hc_post", "b", b, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("hc_post", "post", post, TF_DTS_F32, R * S)) ||
-	    (st = tf_op_check("hc_post", "comb", comb, TF_DTS_F32, R * S * S)) ||
-	    (st = tf_op_check("hc_post", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
-	    (st = tf_op_check("hc_post", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)))
+	int64_t R, S, D;
+	if ((st = tf_args_hc_post(x, b, post, comb, out, &R, &S, &D)))
 		return st;
 	if (S > MAX_S)
 		return tf_err(TF_ERR_UNSUPPORTED, "hc_post: %lld streams (the kernel takes %d)",
@@ -160,13 +142,8 @@ tf_status cuda_engram_gate(struct tf_be *be, const struct tf_tensor *x, const st
 			   float clamp, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(qk), S = tf_tensor_rows(qk);
-	int64_t R = D > 0 ? tf_tensor_numel(kv) / ((S + 1) * D) : 0;
-	if ((st = tf_op_check("engram_gate", "qk", qk, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("engram_gate", "kv", kv, TF_DTS_BF16 | TF_DTS_F32, R * (S + 1) * D)) ||
-	    (st = tf_op_check("engram_gate", "x", x, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
-	    (st = tf_op_check("engram_gate", "out", out, TF_DTS_BF16 | TF_DTS_F32, R * S * D)) ||
-	    (blocked && (st = tf_op_check("engram_gate", "blocked", blocked, TF_DTS_U8, R))))
+	int64_t R, S, D;
+	if ((st = tf_args_engram_gate(x, kv, qk, blocked, out, &R, &S, &D)))
 		return st;
 	if (R * S > GRID_X_MAX)
 		return tf_err(TF_ERR_UNSUPPORTED, "engram_gate: %lld rows of %lld streams",
@@ -185,12 +162,9 @@ tf_status cuda_engram_gate(struct tf_be *be, const struct tf_tensor *x, const st
 tf_status cuda_stream_mean(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t R = x->ndim == 3 ? x->shape[0] : 0, S = x->shape[1], D = x->shape[2];
-	if ((st = tf_op_check("stream_mean", "x", x, TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("stream_mean", "out", out, TF_DTS_BF16, R * D)))
+	int64_t R, S, D;
+	if ((st = tf_args_stream_mean(x, out, &R, &S, &D)))
 		return st;
-	if (x->ndim != 3 || R < 1 || S < 1)
-		return tf_err(TF_ERR_ARG, "stream_mean: x is not [R, S, D]");
 	unsigned gx = 0, gy = 0;
 	if ((st = row_grid("stream_mean", R, D, &gx, &gy)) || !D)
 		return st;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "compute/cuda_impl.h"
+#include "compute/ops_args.h"
 
 /* moe.cu's limits */
 #define ROUTE_MAX_E 4096    /* a 32-bit taken mask per thread, 48 KiB of shared memory */
@@ -28,14 +29,9 @@ tf_status cuda_moe_route(struct tf_be *be, const struct tf_tensor *lg, const str
 			 int k, float scale, struct tf_tensor *ids, struct tf_tensor *weights)
 {
 	tf_status st;
-	int64_t E = tf_tensor_cols(lg), R = tf_tensor_rows(lg);
-	if ((st = tf_op_check("moe_route", "lg", lg, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("moe_route", "bias", bias, TF_DTS_F32, E)) ||
-	    (st = tf_op_check("moe_route", "ids", ids, TF_DTS_I32, R * k)) ||
-	    (st = tf_op_check("moe_route", "weights", weights, TF_DTS_F32, R * k)))
+	int64_t R, E;
+	if ((st = tf_args_moe_route(lg, bias, k, ids, weights, &R, &E)))
 		return st;
-	if (k < 1 || k > E)
-		return tf_err(TF_ERR_ARG, "moe_route: top %d of %lld experts", k, (long long)E);
 	if (E > ROUTE_MAX_E || 8 * E + 4 * (int64_t)k > SMEM_MAX - 256 || R > GRID_X_MAX)
 		return tf_err(TF_ERR_UNSUPPORTED,
 			      "moe_route: %lld rows of %lld experts (the kernel takes %d experts)",
@@ -55,13 +51,8 @@ tf_status cuda_moe_group(struct tf_be *be, const struct tf_tensor *ids, int E,
 			 struct tf_tensor *offsets, struct tf_tensor *pair, struct tf_tensor *src)
 {
 	tf_status st;
-	int64_t n = tf_tensor_numel(ids), k = tf_tensor_cols(ids);
-	if (E < 1)
-		return tf_err(TF_ERR_ARG, "moe_group: %d experts", E);
-	if ((st = tf_op_check("moe_group", "ids", ids, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("moe_group", "offsets", offsets, TF_DTS_I32, (int64_t)E + 1)) ||
-	    (st = tf_op_check("moe_group", "pair", pair, TF_DTS_I32, n)) ||
-	    (st = tf_op_check("moe_group", "src", src, TF_DTS_I32, n)))
+	int64_t n, k;
+	if ((st = tf_args_moe_group(ids, E, offsets, pair, src, &n, &k)))
 		return st;
 	/* counts [GROUP_WARPS][E] int32, the warps' sums and the total */
 	size_t shmem = (size_t)4 * (GROUP_WARPS * (size_t)E + GROUP_WARPS + 1);
@@ -82,10 +73,8 @@ tf_status cuda_swiglu(struct tf_be *be, const struct tf_tensor *gate, const stru
 		      float limit, struct tf_tensor *a)
 {
 	tf_status st;
-	int64_t n = tf_tensor_numel(gate);
-	if ((st = tf_op_check("swiglu", "gate", gate, TF_DTS_F32, -1)) ||
-	    (st = tf_op_check("swiglu", "up", up, TF_DTS_F32, n)) ||
-	    (st = tf_op_check("swiglu", "a", a, TF_DTS_F32 | TF_DTS_BF16, n)))
+	int64_t n;
+	if ((st = tf_args_swiglu(gate, up, a, &n)))
 		return st;
 	if (!n)
 		return TF_OK;
@@ -102,12 +91,8 @@ tf_status cuda_moe_combine(struct tf_be *be, const struct tf_tensor *y, const st
 			   const struct tf_tensor *shared, struct tf_tensor *branch)
 {
 	tf_status st;
-	int64_t D = tf_tensor_cols(branch), R = tf_tensor_rows(branch);
-	int64_t k = R ? tf_tensor_numel(w) / R : 0;
-	if ((st = tf_op_check("moe_combine", "branch", branch, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("moe_combine", "w", w, TF_DTS_F32, R * k)) ||
-	    (st = tf_op_check("moe_combine", "y", y, TF_DTS_F32, R * k * D)) ||
-	    (shared && (st = tf_op_check("moe_combine", "shared", shared, TF_DTS_F32, R * D))))
+	int64_t R, k, D;
+	if ((st = tf_args_moe_combine(y, w, shared, branch, &R, &k, &D)))
 		return st;
 	int64_t gy = (D + THREADS - 1) / THREADS;
 	if (R > GRID_X_MAX || gy > GRID_Y_MAX)

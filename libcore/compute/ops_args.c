@@ -1,6 +1,8 @@
 /* ops_args.c: the argument checks both backends make (ops_args.h). */
 #include "compute/ops_args.h"
 
+#include <math.h>
+
 tf_status tf_args_attention(const struct tf_tensor *q, const struct tf_tensor *keys,
 			    const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
 			    const struct tf_tensor *sink, const struct tf_tensor *out, int64_t *R,
@@ -121,5 +123,150 @@ tf_status tf_args_attn_keys(const struct tf_tensor *sel, const struct tf_tensor 
 	if (*n < 1 || window < 1 || p0 < 0)
 		return tf_err(TF_ERR_ARG, "attn_keys: %lld rows at %lld, window %d", (long long)*n,
 			      (long long)p0, window);
+	return TF_OK;
+}
+
+tf_status tf_args_moe_route(const struct tf_tensor *lg, const struct tf_tensor *bias, int k,
+			    const struct tf_tensor *ids, const struct tf_tensor *weights, int64_t *R,
+			    int64_t *E)
+{
+	tf_status st;
+	*E = lg ? tf_tensor_cols(lg) : 0;
+	*R = lg ? tf_tensor_rows(lg) : 0;
+	if ((st = tf_op_check("moe_route", "lg", lg, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("moe_route", "bias", bias, TF_DTS_F32, *E)) ||
+	    (st = tf_op_check("moe_route", "ids", ids, TF_DTS_I32, *R * k)) ||
+	    (st = tf_op_check("moe_route", "weights", weights, TF_DTS_F32, *R * k)))
+		return st;
+	if (k < 1 || k > *E)
+		return tf_err(TF_ERR_ARG, "moe_route: top %d of %lld experts", k, (long long)*E);
+	return TF_OK;
+}
+
+tf_status tf_args_moe_group(const struct tf_tensor *ids, int E, const struct tf_tensor *offsets,
+			    const struct tf_tensor *pair, const struct tf_tensor *src, int64_t *T,
+			    int64_t *k)
+{
+	tf_status st;
+	*T = ids ? tf_tensor_numel(ids) : 0;
+	*k = ids ? tf_tensor_cols(ids) : 0;
+	if (E < 1)
+		return tf_err(TF_ERR_ARG, "moe_group: %d experts", E);
+	if ((st = tf_op_check("moe_group", "ids", ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("moe_group", "offsets", offsets, TF_DTS_I32, (int64_t)E + 1)) ||
+	    (st = tf_op_check("moe_group", "pair", pair, TF_DTS_I32, *T)))
+		return st;
+	return tf_op_check("moe_group", "src", src, TF_DTS_I32, *T);
+}
+
+tf_status tf_args_swiglu(const struct tf_tensor *gate, const struct tf_tensor *up,
+			 const struct tf_tensor *a, int64_t *n)
+{
+	tf_status st;
+	*n = gate ? tf_tensor_numel(gate) : 0;
+	if ((st = tf_op_check("swiglu", "gate", gate, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("swiglu", "up", up, TF_DTS_F32, *n)))
+		return st;
+	return tf_op_check("swiglu", "a", a, TF_DTS_F32 | TF_DTS_BF16, *n);
+}
+
+tf_status tf_args_moe_combine(const struct tf_tensor *y, const struct tf_tensor *w,
+			      const struct tf_tensor *shared, const struct tf_tensor *branch,
+			      int64_t *R, int64_t *k, int64_t *D)
+{
+	tf_status st;
+	*D = branch ? tf_tensor_cols(branch) : 0;
+	*R = branch ? tf_tensor_rows(branch) : 0;
+	*k = *R && w ? tf_tensor_numel(w) / *R : 0;
+	if ((st = tf_op_check("moe_combine", "branch", branch, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("moe_combine", "w", w, TF_DTS_F32, *R * *k)) ||
+	    (st = tf_op_check("moe_combine", "y", y, TF_DTS_F32, *R * *k * *D)))
+		return st;
+	return shared ? tf_op_check("moe_combine", "shared", shared, TF_DTS_F32, *R * *D) : TF_OK;
+}
+
+tf_status tf_args_hc_mix(const struct tf_tensor *x, const struct tf_tensor *fn,
+			 const struct tf_tensor *base, const struct tf_tensor *scale, int iters,
+			 const struct tf_tensor *pre, const struct tf_tensor *post,
+			 const struct tf_tensor *comb, int64_t *R, int64_t *S, int64_t *n, int64_t *M)
+{
+	tf_status st;
+	*M = base ? tf_tensor_numel(base) : 0;
+	*S = (int64_t)lround((sqrt(1.0 + (double)*M) - 1)); /* M = 2S + S^2 */
+	*n = fn ? tf_tensor_cols(fn) : 0;
+	*R = *n && x ? tf_tensor_numel(x) / *n : 0;
+	if ((st = tf_op_check("hc_mix", "x", x, TF_DTS_BF16 | TF_DTS_F32, *R * *n)) ||
+	    (st = tf_op_check("hc_mix", "base", base, TF_DTS_F32, 2 * *S + *S * *S)) ||
+	    (st = tf_op_check("hc_mix", "fn", fn, TF_DTS_F32, *M * *n)) ||
+	    (st = tf_op_check("hc_mix", "scale", scale, TF_DTS_F32, 3)) ||
+	    (st = tf_op_check("hc_mix", "pre", pre, TF_DTS_F32, *R * *S)) ||
+	    (st = tf_op_check("hc_mix", "post", post, TF_DTS_F32, *R * *S)) ||
+	    (st = tf_op_check("hc_mix", "comb", comb, TF_DTS_F32, *R * *S * *S)))
+		return st;
+	if (*S < 1 || *n % *S || iters < 1)
+		return tf_err(TF_ERR_ARG, "hc_mix: %lld streams over %lld values, %d iterations",
+			      (long long)*S, (long long)*n, iters);
+	return TF_OK;
+}
+
+tf_status tf_args_hc_collapse(const struct tf_tensor *x, const struct tf_tensor *pre,
+			      const struct tf_tensor *c, int64_t *R, int64_t *S, int64_t *D)
+{
+	tf_status st;
+	*D = c ? tf_tensor_cols(c) : 0;
+	*R = c ? tf_tensor_rows(c) : 0;
+	*S = *R && pre ? tf_tensor_numel(pre) / *R : 0;
+	if ((st = tf_op_check("hc_collapse", "c", c, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("hc_collapse", "pre", pre, TF_DTS_F32, *R * *S)))
+		return st;
+	return tf_op_check("hc_collapse", "x", x, TF_DTS_BF16 | TF_DTS_F32, *R * *S * *D);
+}
+
+tf_status tf_args_hc_post(const struct tf_tensor *x, const struct tf_tensor *b,
+			  const struct tf_tensor *post, const struct tf_tensor *comb,
+			  const struct tf_tensor *out, int64_t *R, int64_t *S, int64_t *D)
+{
+	tf_status st;
+	*D = b ? tf_tensor_cols(b) : 0;
+	*R = b ? tf_tensor_rows(b) : 0;
+	*S = *R && post ? tf_tensor_numel(post) / *R : 0;
+	if ((st = tf_op_check("hc_post", "b", b, TF_DTS_BF16 | TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("hc_post", "post", post, TF_DTS_F32, *R * *S)) ||
+	    (st = tf_op_check("hc_post", "comb", comb, TF_DTS_F32, *R * *S * *S)) ||
+	    (st = tf_op_check("hc_post", "x", x, TF_DTS_BF16 | TF_DTS_F32, *R * *S * *D)))
+		return st;
+	return tf_op_check("hc_post", "out", out, TF_DTS_BF16 | TF_DTS_F32, *R * *S * *D);
+}
+
+tf_status tf_args_engram_gate(const struct tf_tensor *x, const struct tf_tensor *kv,
+			      const struct tf_tensor *qk, const struct tf_tensor *blocked,
+			      const struct tf_tensor *out, int64_t *R, int64_t *S, int64_t *D)
+{
+	tf_status st;
+	*D = qk ? tf_tensor_cols(qk) : 0;
+	*S = qk ? tf_tensor_rows(qk) : 0;
+	*R = *D > 0 && kv ? tf_tensor_numel(kv) / ((*S + 1) * *D) : 0;
+	if ((st = tf_op_check("engram_gate", "qk", qk, TF_DTS_F32, -1)) ||
+	    (st = tf_op_check("engram_gate", "kv", kv, TF_DTS_BF16 | TF_DTS_F32,
+			      *R * (*S + 1) * *D)) ||
+	    (st = tf_op_check("engram_gate", "x", x, TF_DTS_BF16 | TF_DTS_F32, *R * *S * *D)) ||
+	    (st = tf_op_check("engram_gate", "out", out, TF_DTS_BF16 | TF_DTS_F32, *R * *S * *D)))
+		return st;
+	return blocked ? tf_op_check("engram_gate", "blocked", blocked, TF_DTS_U8, *R) : TF_OK;
+}
+
+tf_status tf_args_stream_mean(const struct tf_tensor *x, const struct tf_tensor *out, int64_t *R,
+			      int64_t *S, int64_t *D)
+{
+	tf_status st;
+	int three = x && x->ndim == 3;
+	*R = three ? x->shape[0] : 0;
+	*S = three ? x->shape[1] : 0;
+	*D = three ? x->shape[2] : 0;
+	if ((st = tf_op_check("stream_mean", "x", x, TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("stream_mean", "out", out, TF_DTS_BF16, *R * *D)))
+		return st;
+	if (!three || *R < 1 || *S < 1)
+		return tf_err(TF_ERR_ARG, "stream_mean: x is not [R, S, D]");
 	return TF_OK;
 }

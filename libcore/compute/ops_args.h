@@ -40,4 +40,36 @@ tf_status tf_args_attn_keys(const struct tf_tensor *sel, const struct tf_tensor 
 			    int window, const struct tf_tensor *key_off,
 			    const struct tf_tensor *key_idx, int64_t *n, int64_t *k);
 
+/* moe_route: R rows of E experts. */
+tf_status tf_args_moe_route(const struct tf_tensor *lg, const struct tf_tensor *bias, int k,
+			    const struct tf_tensor *ids, const struct tf_tensor *weights, int64_t *R,
+			    int64_t *E);
+/* moe_group: T pairs, k a row. */
+tf_status tf_args_moe_group(const struct tf_tensor *ids, int E, const struct tf_tensor *offsets,
+			    const struct tf_tensor *pair, const struct tf_tensor *src, int64_t *T,
+			    int64_t *k);
+/* swiglu: n values. */
+tf_status tf_args_swiglu(const struct tf_tensor *gate, const struct tf_tensor *up,
+			 const struct tf_tensor *a, int64_t *n);
+/* moe_combine: R rows of k routes of D. */
+tf_status tf_args_moe_combine(const struct tf_tensor *y, const struct tf_tensor *w,
+			      const struct tf_tensor *shared, const struct tf_tensor *branch,
+			      int64_t *R, int64_t *k, int64_t *D);
+/* hc_mix: R rows of S streams, n = S * D values a row, M = 2S + S^2. */
+tf_status tf_args_hc_mix(const struct tf_tensor *x, const struct tf_tensor *fn,
+			 const struct tf_tensor *base, const struct tf_tensor *scale, int iters,
+			 const struct tf_tensor *pre, const struct tf_tensor *post,
+			 const struct tf_tensor *comb, int64_t *R, int64_t *S, int64_t *n, int64_t *M);
+/* hc_collapse, hc_post, engram_gate, stream_mean: R rows of S streams of D. */
+tf_status tf_args_hc_collapse(const struct tf_tensor *x, const struct tf_tensor *pre,
+			      const struct tf_tensor *c, int64_t *R, int64_t *S, int64_t *D);
+tf_status tf_args_hc_post(const struct tf_tensor *x, const struct tf_tensor *b,
+			  const struct tf_tensor *post, const struct tf_tensor *comb,
+			  const struct tf_tensor *out, int64_t *R, int64_t *S, int64_t *D);
+tf_status tf_args_engram_gate(const struct tf_tensor *x, const struct tf_tensor *kv,
+			      const struct tf_tensor *qk, const struct tf_tensor *blocked,
+			      const struct tf_tensor *out, int64_t *R, int64_t *S, int64_t *D);
+tf_status tf_args_stream_mean(const struct tf_tensor *x, const struct tf_tensor *out, int64_t *R,
+			      int64_t *S, int64_t *D);
+
 #endif
