@@ -6,15 +6,15 @@
 
 #include "base/alloc.h"
 #include "compute/cpu_impl.h"
+#include "compute/ops_args.h"
 
 /* ---- convert ---- */
 
 tf_status cpu_convert(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t n = tf_tensor_numel(x);
-	if ((st = tf_op_check("convert", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("convert", "y", y, TF_DTS_FLOAT, n)))
+	int64_t n;
+	if ((st = tf_args_convert(x, y, &n)))
 		return st;
 	float buf[256];
 	for (int64_t i = 0; i < n; i += 256) {
@@ -59,15 +59,9 @@ tf_status cpu_linear(struct tf_be *be, const struct tf_tensor *x, const struct t
 			    struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t K = tf_tensor_cols(x), R = tf_tensor_rows(x);
-	int64_t N = tf_tensor_rows(w);
-	if ((st = tf_op_check("linear", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("linear", "w", w, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("linear", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)))
+	int64_t R, K, N;
+	if ((st = tf_args_linear(x, w, y, &R, &K, &N)))
 		return st;
-	if (tf_tensor_cols(w) != K)
-		return tf_err(TF_ERR_ARG, "linear: x has %lld columns, w %lld", (long long)K,
-			      (long long)tf_tensor_cols(w));
 	int workers = tf_pool_size(cpu_pool(be));
 	float *xf = tf_alloc_array((size_t)(R * K), sizeof *xf);
 	float *wbuf = tf_alloc_array((size_t)(workers * K), sizeof *wbuf);
@@ -93,11 +87,8 @@ tf_status cpu_linear_experts(struct tf_be *be, const struct tf_tensor *w, int n_
 				    struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t R = tf_tensor_rows(x), N = tf_tensor_cols(y), G = tf_tensor_numel(expert_ids);
-	if ((st = tf_op_check("linear_experts", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("linear_experts", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
-	    (st = tf_op_check("linear_experts", "expert_ids", expert_ids, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("linear_experts", "offsets", offsets, TF_DTS_I32, G + 1)))
+	int64_t R, N, G;
+	if ((st = tf_args_experts("linear_experts", expert_ids, offsets, x, y, &R, &N, &G)))
 		return st;
 	const int32_t *ids = cpu_i32(expert_ids), *off = cpu_i32(offsets);
 	if (off[0] != 0 || off[G] != R)
@@ -123,14 +114,9 @@ tf_status cpu_embed(struct tf_be *be, const struct tf_tensor *table, int64_t voc
 			   const struct tf_tensor *ids, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(ids), D = tf_tensor_cols(table), V = tf_tensor_rows(table);
-	if ((st = tf_op_check("embed", "table", table, TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("embed", "ids", ids, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("embed", "out", out, TF_DTS_BF16, -1)))
+	int64_t R, C, D, V;
+	if ((st = tf_args_embed(table, ids, out, &R, &C, &D, &V)))
 		return st;
-	int64_t C = tf_tensor_numel(out) / (R ? R : 1) / D;
-	if (tf_tensor_cols(out) != D || R * C * D != tf_tensor_numel(out))
-		return tf_err(TF_ERR_ARG, "embed: out is not [R, C, %lld]", (long long)D);
 	const uint16_t *tab = table->data;
 	uint16_t *o = out->data;
 	for (int64_t r = 0; r < R; r++) {
@@ -174,10 +160,8 @@ tf_status cpu_rmsnorm(struct tf_be *be, const struct tf_tensor *x,
 			     const struct tf_tensor *w, float eps, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t n = tf_tensor_cols(x), R = tf_tensor_rows(x);
-	if ((st = tf_op_check("rmsnorm", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("rmsnorm", "w", w, TF_DTS_FLOAT, n)) ||
-	    (st = tf_op_check("rmsnorm", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * n)))
+	int64_t R, n;
+	if ((st = tf_args_rmsnorm(x, w, y, &R, &n)))
 		return st;
 	int workers = tf_pool_size(cpu_pool(be));
 	float *wf = tf_alloc_array((size_t)n, sizeof *wf);
@@ -238,17 +222,9 @@ tf_status cpu_rope(struct tf_be *be, const struct tf_tensor *x, const struct tf_
 			  const struct tf_rope_freqs *rf, int inverse, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(pos), n = tf_tensor_cols(x);
-	if ((st = tf_op_check("rope", "x", x, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("rope", "pos", pos, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("rope", "y", y, TF_DTS_F32 | TF_DTS_BF16, tf_tensor_numel(x))))
+	int64_t R, H, n;
+	if ((st = tf_args_rope(x, pos, rf, y, &R, &H, &n)))
 		return st;
-	if (!rf || rf->dim <= 0 || rf->dim % 2 || rf->dim > 128 || rf->dim > n)
-		return tf_err(TF_ERR_ARG, "rope: rotated dims %d do not fit %lld", rf ? rf->dim : 0,
-			      (long long)n);
-	if (R == 0 || tf_tensor_numel(x) % (R * n))
-		return tf_err(TF_ERR_ARG, "rope: x is not [%lld, H, %lld]", (long long)R,
-			      (long long)n);
 	int workers = tf_pool_size(cpu_pool(be));
 	float *buf = tf_alloc_array((size_t)workers, (size_t)(n + rf->dim) * sizeof(float));
 	if (!buf)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "compute/cuda_be.h"
+#include "compute/ops_args.h"
 
 _Static_assert(sizeof(struct tf_rope_freqs) == 520 && offsetof(struct tf_rope_freqs, f) == 8,
 	       "kernels/dense.cu's rope_freqs must match struct tf_rope_freqs");
@@ -48,9 +49,8 @@ tf_status cuda_convert_to(struct tf_be *be, tf_cu_ptr x, enum tf_dt xdt, tf_cu_p
 tf_status cuda_convert(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t n = tf_tensor_numel(x);
-	if ((st = tf_op_check("convert", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("convert", "y", y, TF_DTS_FLOAT, n)))
+	int64_t n;
+	if ((st = tf_args_convert(x, y, &n)))
 		return st;
 	if ((st = cuda_convert_to(be, cuda_ptr(x), x->dt, cuda_ptr(y), y->dt, n)))
 		return tf_err_wrap(st, "convert: ");
@@ -91,15 +91,9 @@ tf_status cuda_linear(struct tf_be *be, const struct tf_tensor *x, const struct 
 		      struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t K = tf_tensor_cols(x), R = tf_tensor_rows(x);
-	int64_t N = tf_tensor_rows(w);
-	if ((st = tf_op_check("linear", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("linear", "w", w, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("linear", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)))
+	int64_t R, K, N;
+	if ((st = tf_args_linear(x, w, y, &R, &K, &N)))
 		return st;
-	if (tf_tensor_cols(w) != K)
-		return tf_err(TF_ERR_ARG, "linear: x has %lld columns, w %lld", (long long)K,
-			      (long long)tf_tensor_cols(w));
 	if (R > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
 		return tf_err(TF_ERR_ARG, "linear: %lld x %lld x %lld is past 2^31 in a dimension",
 			      (long long)R, (long long)K, (long long)N);
@@ -126,12 +120,8 @@ tf_status cuda_linear_experts(struct tf_be *be, const struct tf_tensor *w, int n
 			      const struct tf_tensor *x, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
-	int64_t G = tf_tensor_numel(expert_ids);
-	if ((st = tf_op_check("linear_experts", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("linear_experts", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
-	    (st = tf_op_check("linear_experts", "expert_ids", expert_ids, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("linear_experts", "offsets", offsets, TF_DTS_I32, G + 1)))
+	int64_t R, N, G, K = tf_tensor_cols(x);
+	if ((st = tf_args_experts("linear_experts", expert_ids, offsets, x, y, &R, &N, &G)))
 		return st;
 	if (n_experts < 1 || R > INT32_MAX || K > INT32_MAX || N > INT32_MAX || G > INT32_MAX)
 		return tf_err(TF_ERR_ARG, "linear_experts: %d experts of %lld x %lld", n_experts,
@@ -174,14 +164,9 @@ tf_status cuda_embed(struct tf_be *be, const struct tf_tensor *table, int64_t vo
 		     const struct tf_tensor *ids, struct tf_tensor *out)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(ids), D = tf_tensor_cols(table), V = tf_tensor_rows(table);
-	if ((st = tf_op_check("embed", "table", table, TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("embed", "ids", ids, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("embed", "out", out, TF_DTS_BF16, -1)))
+	int64_t R, C, D, V;
+	if ((st = tf_args_embed(table, ids, out, &R, &C, &D, &V)))
 		return st;
-	int64_t C = D ? tf_tensor_numel(out) / (R ? R : 1) / D : 0;
-	if (!D || tf_tensor_cols(out) != D || R * C * D != tf_tensor_numel(out))
-		return tf_err(TF_ERR_ARG, "embed: out is not [R, C, %lld]", (long long)D);
 	if (R * C > INT32_MAX)
 		return tf_err(TF_ERR_ARG, "embed: %lld output rows (at most 2^31 - 1)", (long long)(R * C));
 	tf_cu_ptr tp = cuda_ptr(table), ip = cuda_ptr(ids), op = cuda_ptr(out);
@@ -197,10 +182,8 @@ tf_status cuda_rmsnorm(struct tf_be *be, const struct tf_tensor *x, const struct
 		       float eps, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t n = tf_tensor_cols(x), R = tf_tensor_rows(x);
-	if ((st = tf_op_check("rmsnorm", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("rmsnorm", "w", w, TF_DTS_FLOAT, n)) ||
-	    (st = tf_op_check("rmsnorm", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * n)))
+	int64_t R, n;
+	if ((st = tf_args_rmsnorm(x, w, y, &R, &n)))
 		return st;
 	if (R > INT32_MAX)
 		return tf_err(TF_ERR_ARG, "rmsnorm: %lld rows (at most 2^31 - 1)", (long long)R);
@@ -218,18 +201,9 @@ tf_status cuda_rope(struct tf_be *be, const struct tf_tensor *x, const struct tf
 		    const struct tf_rope_freqs *rf, int inverse, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t R = tf_tensor_numel(pos), n = tf_tensor_cols(x);
-	if ((st = tf_op_check("rope", "x", x, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
-	    (st = tf_op_check("rope", "pos", pos, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("rope", "y", y, TF_DTS_F32 | TF_DTS_BF16, tf_tensor_numel(x))))
+	int64_t R, H, n;
+	if ((st = tf_args_rope(x, pos, rf, y, &R, &H, &n)))
 		return st;
-	if (!rf || rf->dim <= 0 || rf->dim % 2 || rf->dim > 128 || rf->dim > n)
-		return tf_err(TF_ERR_ARG, "rope: rotated dims %d do not fit %lld", rf ? rf->dim : 0,
-			      (long long)n);
-	if (R == 0 || tf_tensor_numel(x) % (R * n))
-		return tf_err(TF_ERR_ARG, "rope: x is not [%lld, H, %lld]", (long long)R,
-			      (long long)n);
-	int64_t H = tf_tensor_numel(x) / (R * n);
 	if (R * H > INT32_MAX)
 		return tf_err(TF_ERR_ARG, "rope: %lld vectors (at most 2^31 - 1)", (long long)(R * H));
 	tf_cu_ptr xp = cuda_ptr(x), pp = cuda_ptr(pos), yp = cuda_ptr(y);

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "compute/cuda_be.h"
+#include "compute/ops_args.h"
 #include "cuda/exl3_gemm.h"
 #include "model/exl3.h"
 
@@ -395,12 +396,8 @@ tf_status cuda_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer 
 				   struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
-	int64_t G = tf_tensor_numel(expert_ids);
-	if ((st = tf_op_check("exl3_matmul_experts", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("exl3_matmul_experts", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
-	    (st = tf_op_check("exl3_matmul_experts", "expert_ids", expert_ids, TF_DTS_I32, -1)) ||
-	    (st = tf_op_check("exl3_matmul_experts", "offsets", offsets, TF_DTS_I32, G + 1)))
+	int64_t R, N, G, K = x ? tf_tensor_cols(x) : 0;
+	if ((st = tf_args_experts("exl3_matmul_experts", expert_ids, offsets, x, y, &R, &N, &G)))
 		return st;
 	if (!experts || n_experts < 1)
 		return tf_err(TF_ERR_ARG, "exl3_matmul_experts: no experts");

@@ -3,6 +3,98 @@
 
 #include <math.h>
 
+tf_status tf_args_convert(const struct tf_tensor *x, const struct tf_tensor *y, int64_t *n)
+{
+	tf_status st;
+	*n = x ? tf_tensor_numel(x) : 0;
+	if ((st = tf_op_check("convert", "x", x, TF_DTS_FLOAT, -1)))
+		return st;
+	return tf_op_check("convert", "y", y, TF_DTS_FLOAT, *n);
+}
+
+tf_status tf_args_linear(const struct tf_tensor *x, const struct tf_tensor *w,
+			 const struct tf_tensor *y, int64_t *R, int64_t *K, int64_t *N)
+{
+	tf_status st;
+	*K = x ? tf_tensor_cols(x) : 0;
+	*R = x ? tf_tensor_rows(x) : 0;
+	*N = w ? tf_tensor_rows(w) : 0;
+	if ((st = tf_op_check("linear", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("linear", "w", w, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("linear", "y", y, TF_DTS_F32 | TF_DTS_BF16, *R * *N)))
+		return st;
+	if (tf_tensor_cols(w) != *K)
+		return tf_err(TF_ERR_ARG, "linear: x has %lld columns, w %lld", (long long)*K,
+			      (long long)tf_tensor_cols(w));
+	return TF_OK;
+}
+
+tf_status tf_args_experts(const char *op, const struct tf_tensor *expert_ids,
+			  const struct tf_tensor *offsets, const struct tf_tensor *x,
+			  const struct tf_tensor *y, int64_t *R, int64_t *N, int64_t *G)
+{
+	tf_status st;
+	*R = x ? tf_tensor_rows(x) : 0;
+	*N = y ? tf_tensor_cols(y) : 0;
+	*G = expert_ids ? tf_tensor_numel(expert_ids) : 0;
+	if ((st = tf_op_check(op, "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check(op, "y", y, TF_DTS_F32 | TF_DTS_BF16, *R * *N)) ||
+	    (st = tf_op_check(op, "expert_ids", expert_ids, TF_DTS_I32, -1)))
+		return st;
+	return tf_op_check(op, "offsets", offsets, TF_DTS_I32, *G + 1);
+}
+
+tf_status tf_args_embed(const struct tf_tensor *table, const struct tf_tensor *ids,
+			const struct tf_tensor *out, int64_t *R, int64_t *C, int64_t *D, int64_t *V)
+{
+	tf_status st;
+	*R = ids ? tf_tensor_numel(ids) : 0;
+	*D = table ? tf_tensor_cols(table) : 0;
+	*V = table ? tf_tensor_rows(table) : 0;
+	if ((st = tf_op_check("embed", "table", table, TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("embed", "ids", ids, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("embed", "out", out, TF_DTS_BF16, -1)))
+		return st;
+	*C = *D ? tf_tensor_numel(out) / (*R ? *R : 1) / *D : 0;
+	if (!*D || tf_tensor_cols(out) != *D || *R * *C * *D != tf_tensor_numel(out))
+		return tf_err(TF_ERR_ARG, "embed: out is not [R, C, %lld]", (long long)*D);
+	return TF_OK;
+}
+
+tf_status tf_args_rmsnorm(const struct tf_tensor *x, const struct tf_tensor *w,
+			  const struct tf_tensor *y, int64_t *R, int64_t *n)
+{
+	tf_status st;
+	*n = x ? tf_tensor_cols(x) : 0;
+	*R = x ? tf_tensor_rows(x) : 0;
+	if ((st = tf_op_check("rmsnorm", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("rmsnorm", "w", w, TF_DTS_FLOAT, *n)))
+		return st;
+	return tf_op_check("rmsnorm", "y", y, TF_DTS_F32 | TF_DTS_BF16, *R * *n);
+}
+
+tf_status tf_args_rope(const struct tf_tensor *x, const struct tf_tensor *pos,
+		       const struct tf_rope_freqs *rf, const struct tf_tensor *y, int64_t *R,
+		       int64_t *H, int64_t *n)
+{
+	tf_status st;
+	*R = pos ? tf_tensor_numel(pos) : 0;
+	*n = x ? tf_tensor_cols(x) : 0;
+	*H = 0;
+	if ((st = tf_op_check("rope", "x", x, TF_DTS_F32 | TF_DTS_BF16, -1)) ||
+	    (st = tf_op_check("rope", "pos", pos, TF_DTS_I32, -1)) ||
+	    (st = tf_op_check("rope", "y", y, TF_DTS_F32 | TF_DTS_BF16, tf_tensor_numel(x))))
+		return st;
+	if (!rf || rf->dim <= 0 || rf->dim % 2 || rf->dim > 128 || rf->dim > *n)
+		return tf_err(TF_ERR_ARG, "rope: rotated dims %d do not fit %lld", rf ? rf->dim : 0,
+			      (long long)*n);
+	if (*R == 0 || tf_tensor_numel(x) % (*R * *n))
+		return tf_err(TF_ERR_ARG, "rope: x is not [%lld, H, %lld]", (long long)*R,
+			      (long long)*n);
+	*H = tf_tensor_numel(x) / (*R * *n);
+	return TF_OK;
+}
+
 tf_status tf_args_attention(const struct tf_tensor *q, const struct tf_tensor *keys,
 			    const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
 			    const struct tf_tensor *sink, const struct tf_tensor *out, int64_t *R,

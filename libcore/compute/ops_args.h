@@ -11,6 +11,26 @@
 
 #include "compute/ops.h"
 
+/* convert: n values. */
+tf_status tf_args_convert(const struct tf_tensor *x, const struct tf_tensor *y, int64_t *n);
+/* linear: R rows of K through N outputs. */
+tf_status tf_args_linear(const struct tf_tensor *x, const struct tf_tensor *w,
+			 const struct tf_tensor *y, int64_t *R, int64_t *K, int64_t *N);
+/* The ragged experts ops (exl3_matmul_experts, linear_experts; op names
+ * the one checked): R rows of x, N outputs, G groups. */
+tf_status tf_args_experts(const char *op, const struct tf_tensor *expert_ids,
+			  const struct tf_tensor *offsets, const struct tf_tensor *x,
+			  const struct tf_tensor *y, int64_t *R, int64_t *N, int64_t *G);
+/* embed: R ids, C copies, D wide, V table rows. */
+tf_status tf_args_embed(const struct tf_tensor *table, const struct tf_tensor *ids,
+			const struct tf_tensor *out, int64_t *R, int64_t *C, int64_t *D, int64_t *V);
+/* rmsnorm: R rows of n. */
+tf_status tf_args_rmsnorm(const struct tf_tensor *x, const struct tf_tensor *w,
+			  const struct tf_tensor *y, int64_t *R, int64_t *n);
+/* rope: R rows of H vectors of n. */
+tf_status tf_args_rope(const struct tf_tensor *x, const struct tf_tensor *pos,
+		       const struct tf_rope_freqs *rf, const struct tf_tensor *y, int64_t *R,
+		       int64_t *H, int64_t *n);
 /* attention: R rows of H heads of D; NK keys; room of key_idx. */
 tf_status tf_args_attention(const struct tf_tensor *q, const struct tf_tensor *keys,
 			    const struct tf_tensor *key_off, const struct tf_tensor *key_idx,
