@@ -29,27 +29,12 @@ static tf_status exl3_rows(struct tf_be *be, const struct tf_exl3_layer *L,
 	return st;
 }
 
-static tf_status check_layer(const char *op, const struct tf_exl3_layer *L, int64_t K, int64_t N)
-{
-	tf_status st;
-	if (!L || !L->trellis || !L->suh || !L->svh)
-		return tf_err(TF_ERR_ARG, "%s: the layer has no weights", op);
-	if ((st = tf_exl3_geom_check(&L->g)))
-		return st;
-	if ((int64_t)L->g.k != K || (int64_t)L->g.n != N)
-		return tf_err(TF_ERR_ARG, "%s: layer is %ux%u, x and y want %lldx%lld", op, L->g.k,
-			      L->g.n, (long long)K, (long long)N);
-	return TF_OK;
-}
-
 tf_status cpu_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
 			  const struct tf_tensor *x, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
-	if ((st = tf_op_check("exl3_matmul", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("exl3_matmul", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
-	    (st = check_layer("exl3_matmul", L, K, N)))
+	int64_t R, K, N;
+	if ((st = tf_args_exl3_matmul(L, x, y, &R, &K, &N)))
 		return st;
 	if (!R)
 		return TF_OK;
@@ -85,7 +70,7 @@ tf_status cpu_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer *
 		if (ids[g] < 0 || ids[g] >= n_experts)
 			return tf_err(TF_ERR_ARG, "exl3_matmul_experts: expert %d of %d", ids[g],
 				      n_experts);
-		if ((st = check_layer("exl3_matmul_experts", &experts[ids[g]], K, N)))
+		if ((st = tf_args_exl3_layer("exl3_matmul_experts", &experts[ids[g]], K, N)))
 			return st;
 		if (off[g + 1] - off[g] > most)
 			most = off[g + 1] - off[g];

@@ -4,6 +4,7 @@
 
 #include "base/alloc.h"
 #include "compute/cpu_impl.h"
+#include "compute/ops_args.h"
 #include "compute/sample.h"
 
 struct sample_job {
@@ -28,11 +29,9 @@ tf_status cpu_sample(struct tf_be *be, const struct tf_tensor *logits,
 		     int32_t *tokens)
 {
 	tf_status st;
-	int64_t V = tf_tensor_cols(logits), R = tf_tensor_rows(logits);
-	if ((st = tf_op_check("sample", "logits", logits, TF_DTS_F32, -1)))
+	int64_t R, V;
+	if ((st = tf_args_sample(logits, &R, &V)))
 		return st;
-	if (V < 1 || V > INT32_MAX)
-		return tf_err(TF_ERR_ARG, "sample: a row of %lld logits", (long long)V);
 	/* one row runs inline; more take every worker (tf_pool_for's ids) */
 	int workers = R > 1 ? tf_pool_size(cpu_pool(be)) : 1;
 	struct tf_sampler **samplers = calloc((size_t)workers, sizeof *samplers);

@@ -183,19 +183,6 @@ void cuda_exl3_release(struct cuda_be *c)
 
 /* ---- shared steps ---- */
 
-static tf_status check_layer(const char *op, const struct tf_exl3_layer *L, int64_t K, int64_t N)
-{
-	tf_status st;
-	if (!L || !L->trellis || !L->suh || !L->svh)
-		return tf_err(TF_ERR_ARG, "%s: the layer has no weights", op);
-	if ((st = tf_exl3_geom_check(&L->g)))
-		return st;
-	if ((int64_t)L->g.k != K || (int64_t)L->g.n != N)
-		return tf_err(TF_ERR_ARG, "%s: layer is %ux%u, x and y want %lldx%lld", op, L->g.k,
-			      L->g.n, (long long)K, (long long)N);
-	return TF_OK;
-}
-
 /* x as bf16 on the device: x itself, or a converted copy in *tmp (else
  * 0), which the caller releases. */
 static tf_status x_bf16(struct tf_be *be, const struct tf_tensor *x, tf_cu_ptr *xb, tf_cu_ptr *tmp)
@@ -287,10 +274,8 @@ tf_status cuda_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
 			   const struct tf_tensor *x, struct tf_tensor *y)
 {
 	tf_status st;
-	int64_t R = tf_tensor_rows(x), K = tf_tensor_cols(x), N = tf_tensor_cols(y);
-	if ((st = tf_op_check("exl3_matmul", "x", x, TF_DTS_FLOAT, -1)) ||
-	    (st = tf_op_check("exl3_matmul", "y", y, TF_DTS_F32 | TF_DTS_BF16, R * N)) ||
-	    (st = check_layer("exl3_matmul", L, K, N)))
+	int64_t R, K, N;
+	if ((st = tf_args_exl3_matmul(L, x, y, &R, &K, &N)))
 		return st;
 	if (!R)
 		return TF_OK;

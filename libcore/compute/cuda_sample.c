@@ -10,6 +10,7 @@
  * not decide download the whole row and draw with tf_sample_row, as
  * cpu_sample does. So every token is the CPU backend's. */
 #include "compute/cuda_impl.h"
+#include "compute/ops_args.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -156,11 +157,9 @@ tf_status cuda_sample(struct tf_be *be, const struct tf_tensor *logits,
 		      int32_t *tokens)
 {
 	tf_status st;
-	int64_t V = tf_tensor_cols(logits), R = tf_tensor_rows(logits);
-	if ((st = tf_op_check("sample", "logits", logits, TF_DTS_F32, -1)))
+	int64_t R, V;
+	if ((st = tf_args_sample(logits, &R, &V)))
 		return st;
-	if (V < 1 || V > INT32_MAX)
-		return tf_err(TF_ERR_ARG, "sample: a row of %lld logits", (long long)V);
 	if (R == 0)
 		return TF_OK;
 	struct tf_sampler *s = NULL;

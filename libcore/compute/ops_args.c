@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "model/exl3.h"
+
 tf_status tf_args_convert(const struct tf_tensor *x, const struct tf_tensor *y, int64_t *n)
 {
 	tf_status st;
@@ -42,6 +44,44 @@ tf_status tf_args_experts(const char *op, const struct tf_tensor *expert_ids,
 	    (st = tf_op_check(op, "expert_ids", expert_ids, TF_DTS_I32, -1)))
 		return st;
 	return tf_op_check(op, "offsets", offsets, TF_DTS_I32, *G + 1);
+}
+
+tf_status tf_args_exl3_layer(const char *op, const struct tf_exl3_layer *L, int64_t K, int64_t N)
+{
+	tf_status st;
+	if (!L || !L->trellis || !L->suh || !L->svh)
+		return tf_err(TF_ERR_ARG, "%s: the layer has no weights", op);
+	if ((st = tf_exl3_geom_check(&L->g)))
+		return st;
+	if ((int64_t)L->g.k != K || (int64_t)L->g.n != N)
+		return tf_err(TF_ERR_ARG, "%s: layer is %ux%u, x and y want %lldx%lld", op, L->g.k,
+			      L->g.n, (long long)K, (long long)N);
+	return TF_OK;
+}
+
+tf_status tf_args_exl3_matmul(const struct tf_exl3_layer *L, const struct tf_tensor *x,
+			      const struct tf_tensor *y, int64_t *R, int64_t *K, int64_t *N)
+{
+	tf_status st;
+	*R = x ? tf_tensor_rows(x) : 0;
+	*K = x ? tf_tensor_cols(x) : 0;
+	*N = y ? tf_tensor_cols(y) : 0;
+	if ((st = tf_op_check("exl3_matmul", "x", x, TF_DTS_FLOAT, -1)) ||
+	    (st = tf_op_check("exl3_matmul", "y", y, TF_DTS_F32 | TF_DTS_BF16, *R * *N)))
+		return st;
+	return tf_args_exl3_layer("exl3_matmul", L, *K, *N);
+}
+
+tf_status tf_args_sample(const struct tf_tensor *logits, int64_t *R, int64_t *V)
+{
+	tf_status st;
+	*V = logits ? tf_tensor_cols(logits) : 0;
+	*R = logits ? tf_tensor_rows(logits) : 0;
+	if ((st = tf_op_check("sample", "logits", logits, TF_DTS_F32, -1)))
+		return st;
+	if (*V < 1 || *V > INT32_MAX)
+		return tf_err(TF_ERR_ARG, "sample: a row of %lld logits", (long long)*V);
+	return TF_OK;
 }
 
 tf_status tf_args_embed(const struct tf_tensor *table, const struct tf_tensor *ids,

@@ -21,6 +21,14 @@ tf_status tf_args_linear(const struct tf_tensor *x, const struct tf_tensor *w,
 tf_status tf_args_experts(const char *op, const struct tf_tensor *expert_ids,
 			  const struct tf_tensor *offsets, const struct tf_tensor *x,
 			  const struct tf_tensor *y, int64_t *R, int64_t *N, int64_t *G);
+/* exl3_matmul: R rows of K through N (the layer's geometry). The layer
+ * alone, for the experts ops (op names the one checked). */
+struct tf_exl3_layer;
+tf_status tf_args_exl3_matmul(const struct tf_exl3_layer *L, const struct tf_tensor *x,
+			      const struct tf_tensor *y, int64_t *R, int64_t *K, int64_t *N);
+tf_status tf_args_exl3_layer(const char *op, const struct tf_exl3_layer *L, int64_t K, int64_t N);
+/* sample: R rows of V logits. */
+tf_status tf_args_sample(const struct tf_tensor *logits, int64_t *R, int64_t *V);
 /* embed: R ids, C copies, D wide, V table rows. */
 tf_status tf_args_embed(const struct tf_tensor *table, const struct tf_tensor *ids,
 			const struct tf_tensor *out, int64_t *R, int64_t *C, int64_t *D, int64_t *V);
