@@ -270,9 +270,9 @@ static tf_status experts_init(struct tf_fwd *f)
 			break;
 		uint32_t E = tf_config_experts_of(c, L);
 		most = E > most ? E : most;
-		const struct tf_lin *src[3] = {lw->w1, lw->w2, lw->w3};
-		for (int k = 0; k < 3; k++) {
-			int q = src[k][0].q != NULL;
+		for (int k = 0; k < 3 && E; k++) {
+			const struct tf_lin *src = k == 0 ? lw->w1 : k == 1 ? lw->w2 : lw->w3;
+			int q = src[0].q != NULL;
 			if (q)
 				f->ex[L].q[k] = tf_alloc_array(E, sizeof *f->ex[L].q[k]);
 			else
@@ -280,13 +280,13 @@ static tf_status experts_init(struct tf_fwd *f)
 			if (q ? !f->ex[L].q[k] : !f->ex[L].w[k])
 				return tf_err(TF_ERR_NOMEM, "forward: out of memory");
 			for (uint32_t e = 0; e < E; e++) {
-				if ((src[k][e].q != NULL) != q)
+				if ((src[e].q != NULL) != q)
 					return tf_err(TF_ERR_ARG, "forward: layer %u mixes EXL3 and "
 						      "dense experts", L);
 				if (q)
-					f->ex[L].q[k][e] = *src[k][e].q;
+					f->ex[L].q[k][e] = *src[e].q;
 				else
-					f->ex[L].w[k][e] = src[k][e].w;
+					f->ex[L].w[k][e] = src[e].w;
 			}
 		}
 	}
@@ -336,7 +336,7 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 		return tf_err(TF_ERR_ARG, "forward: the KV cache lives on another backend");
 	if (c->n_engram && !engram)
 		return tf_err(TF_ERR_ARG, "forward: the config has Engram layers and no row source");
-	tf_status st;
+	tf_status st = TF_OK;
 	if (!w->layers || (st = need_t(&w->embed, dims.Vl * c->hidden, 0, "embed")) ||
 	    (st = need_t(&w->norm, c->hidden, 0, "norm")) ||
 	    (st = need_l(&w->head, dims.Vl, c->hidden, 0, "head")))
