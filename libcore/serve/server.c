@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "serve/metrics.h"
+#include "serve/slots.h"
 
 enum route_kind {
 	R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_TOKENIZE,
@@ -83,6 +85,7 @@ struct tf_server {
 	struct tf_server_config c;
 	struct MHD_Daemon *d;
 	struct tf_metrics *metrics;
+	struct tf_slots *slots;
 	uint8_t (*keys)[TF_SHA256_LEN];
 	size_t nkeys;
 	atomic_long inflight;
@@ -131,6 +134,7 @@ enum conn_state {
 struct conn {
 	struct tf_server *s;
 	struct MHD_Connection *mc;
+	struct tf_slot *slot;  /* the socket's (slots.h) */
 	const struct route *route;
 	struct tf_buf body;
 	bool too_big, counted, recorded;
@@ -190,6 +194,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *mc, struct conn *c,
 	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
 	if (c) {
+		tf_slot_busy(c->s->slots, c->slot);
 		c->answered = true;
 		tf_metrics_http(c->s->metrics, r->status);
 	}
@@ -785,8 +790,10 @@ static void *ticker_main(void *arg)
 					wake(pc[i]);
 				}
 			}
-		if (peek)
+		if (peek) {
 			last_peek = t;
+			tf_slots_tick(s->slots);
+		}
 		/* Abandoned generations: pump to the end (the cancel lands at the
 		 * next round boundary), then record and free. */
 		for (size_t i = 0; i < s->ngraves;) {
@@ -855,8 +862,10 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *mc, struct conn *c)
 	struct tf_engine_stats es;
 	tf_engine_stats(s->c.env.engine, &es);
 	struct tf_reply r = {.status = 200, .type = "text/plain; version=0.0.4"};
-	tf_metrics_write(s->metrics, s->c.env.model, &es, atomic_load(&s->inflight),
-			 atomic_load(&s->draining), &r.body);
+	struct tf_metrics_now now = {.inflight = atomic_load(&s->inflight),
+				     .draining = atomic_load(&s->draining),
+				     .connections = tf_slots_live(s->slots)};
+	tf_metrics_write(s->metrics, s->c.env.model, &es, &now, &r.body);
 	enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
 	tf_reply_release(&r);
 	return ret;
@@ -1018,6 +1027,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (ci)
 			c->fd = ci->connect_fd;
+		ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		c->slot = ci ? ci->socket_context : NULL;
+		if (tf_slot_dead(s->slots, c->slot)) /* refused or shed: answered already */
+			return MHD_NO;
+		tf_slot_headers(s->slots, c->slot);
 		const char *allow;
 		c->route = find_route(method, url, &allow);
 		bool anthropic = !strncmp(url, "/v1/messages", 12) || !strncmp(url, "/messages", 9);
@@ -1061,6 +1075,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	tf_slot_busy(s->slots, c->slot); /* the request is whole */
 	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
 		return whole_step(mc, c);
 	if (c->answered || !c->route) /* a reply was queued already */
@@ -1095,6 +1110,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	struct conn *c = *con_cls;
 	if (!c)
 		return;
+	tf_slot_idle(c->s->slots, c->slot);
 	if (c->gen && why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		tf_gen_cancel(c->gen);
 	gens_drop(c);
@@ -1106,6 +1122,36 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	*con_cls = NULL;
+}
+
+/* Sockets: each holds a slot from its accept to its close. */
+static void on_socket(void *cls, struct MHD_Connection *mc, void **socket_context,
+		      enum MHD_ConnectionNotificationCode toe)
+{
+	struct tf_server *s = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		tf_slots_close(s->slots, *socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+	*socket_context = ci ? tf_slots_open(s->slots, ci->connect_fd) : NULL;
+}
+
+/* Each connection takes two descriptors (the library's and the slot's
+ * dup): raise the soft limit as far as the hard one allows. */
+static void fd_room(unsigned conns)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)conns * 2 + 256;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < want)
+		tf_log(TF_LOG_WARN, "open files are limited to %llu: fewer connections than "
+		       "--connections may open", (unsigned long long)rl.rlim_cur);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1130,8 +1176,10 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	pthread_mutex_init(&s->list_mu, NULL);
 	s->started = (long long)time(NULL);
 	tf_status rc = tf_metrics_new(&s->metrics);
-	if (rc)
+	if (rc || (rc = tf_slots_new(c->connections_max, c->timeout_s, s->metrics, &s->slots)))
 		goto fail;
+	unsigned hard = tf_slots_hard_limit(c->connections_max);
+	fd_room(hard);
 	if (c->nkeys) {
 		s->keys = tf_calloc(c->nkeys, sizeof(*s->keys));
 		if (!s->keys) {
@@ -1174,8 +1222,9 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	s->d = MHD_start_daemon(flags, c->port, NULL, NULL, handle, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				MHD_OPTION_NOTIFY_CONNECTION, on_socket, s,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->connections_max,
+				MHD_OPTION_CONNECTION_LIMIT, hard,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 				MHD_OPTION_ARRAY, pool_opt,
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
@@ -1203,6 +1252,7 @@ fail:
 	writers_stop(s);
 	writers_free(s);
 	pthread_mutex_destroy(&s->list_mu);
+	tf_slots_free(s->slots);
 	tf_metrics_free(s->metrics);
 	free(s->keys);
 	free(s);
@@ -1285,6 +1335,7 @@ void tf_server_free(struct tf_server *s)
 	if (!s)
 		return;
 	tf_server_stop(s);
+	tf_slots_free(s->slots);
 	tf_metrics_free(s->metrics);
 	pthread_mutex_destroy(&s->list_mu);
 	writers_free(s);
