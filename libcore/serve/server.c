@@ -81,6 +81,13 @@ struct writer {
 	size_t nblocked, capblocked;
 };
 
+/* A generation whose client left before the engine ended it: pumped to
+ * its end by the ticker, then recorded with the tokens the client got. */
+struct grave {
+	struct tf_gen *gen;
+	uint32_t delivered;
+};
+
 struct tf_server {
 	struct tf_server_config c;
 	struct MHD_Daemon *d;
@@ -96,7 +103,7 @@ struct tf_server {
 	 * before the engine ended them (pumped to their end by the ticker). */
 	pthread_mutex_t list_mu;
 	struct conn *gens;
-	struct tf_gen **graves;
+	struct grave *graves;
 	size_t ngraves, capgraves;
 	pthread_t ticker;
 	atomic_bool stopping;
@@ -137,7 +144,12 @@ struct conn {
 	struct tf_slot *slot;  /* the socket's (slots.h) */
 	const struct route *route;
 	struct tf_buf body;
-	bool too_big, counted, recorded;
+	bool too_big, counted;
+	bool http11;          /* HTTP/1.1: a 1xx may go before the reply */
+	bool probed;          /* the client half-closed; probed once (see ticker_main) */
+	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
+	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
+	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
 	bool answered;        /* a reply was queued */
 	int fd;
 	struct tf_gen *gen;   /* a generation in flight */
@@ -227,10 +239,17 @@ static enum MHD_Result send_error(struct MHD_Connection *mc, struct conn *c, boo
 
 static double mono(void);
 
-static void record(struct tf_server *s, struct tf_gen *g)
+/* Count a finished generation: ok only when its reply went out whole (its
+ * last byte handed to the socket); otherwise cancelled, unless it failed,
+ * with only the tokens the client got counted as delivered. */
+static void record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t delivered)
 {
 	struct tf_gen_outcome o;
 	tf_gen_outcome(g, &o);
+	if (!whole) {
+		o.cancelled = !o.failed;
+		o.delivered = delivered;
+	}
 	tf_metrics_generation(s->metrics, &o);
 }
 
@@ -322,8 +341,9 @@ static void gens_add(struct conn *c)
 }
 
 /* Take the generation off the connection: stop its notifications, and
- * record it, or leave it to the ticker while the engine still holds it. */
-static void gens_drop(struct conn *c)
+ * record it (whole: its reply went out whole), or leave it to the ticker
+ * while the engine still holds it. */
+static void gens_drop(struct conn *c, bool whole)
 {
 	struct tf_server *s = c->s;
 	if (!c->gen)
@@ -344,14 +364,13 @@ static void gens_drop(struct conn *c)
 		    !tf_realloc_array(&s->graves, s->capgraves ? s->capgraves * 2 : 16, sizeof(*s->graves)))
 			s->capgraves = s->capgraves ? s->capgraves * 2 : 16;
 		if (s->ngraves < s->capgraves)
-			s->graves[s->ngraves++] = c->gen;
+			s->graves[s->ngraves++] = (struct grave){c->gen, c->delivered};
 		else
 			grave = false; /* out of memory: free it unrecorded */
 	}
 	pthread_mutex_unlock(&s->list_mu);
 	if (!grave) {
-		if (!c->recorded)
-			record(s, c->gen);
+		record(s, c->gen, whole && tf_gen_done(c->gen), c->delivered);
 		tf_gen_free(c->gen);
 	}
 	c->gen = NULL;
@@ -363,6 +382,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct conn *c = cls;
 	for (;;) {
+		if (c->pend.len == c->sent) /* MHD took all: it asks again once it sent them */
+			c->delivered = c->made_tok;
 		if (c->pend.len > c->sent) {
 			size_t n = c->pend.len - c->sent;
 			if (n > max)
@@ -384,16 +405,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		unsigned seen = atomic_load(&c->notes);
 		tf_buf_reset(&c->pend);
 		c->sent = 0;
+		if (atomic_exchange(&c->probe, false))
+			tf_buf_puts(&c->pend, ":\n\n");
 		bool done = false;
 		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
 			tf_gen_cancel(c->gen);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
-		if (done && !c->eof) {
+		c->made_tok = tf_gen_read(c->gen);
+		if (done)
 			c->eof = true;
-			record(c->s, c->gen);
-			c->recorded = true;
-		}
 		if (c->pend.len || c->eof)
 			continue;
 		if (try_suspend(c, seen))
@@ -438,7 +459,9 @@ static void blocked_drop(struct writer *w, struct conn *c)
 /* The socket took part of the wire: wait in the epoll for room. */
 static void writer_block(struct writer *w, struct conn *c)
 {
-	struct epoll_event ev = {.events = EPOLLOUT | EPOLLRDHUP, .data.ptr = c};
+	/* Not EPOLLRDHUP: a client that half-closed still reads its stream
+	 * (one that closed answers the next bytes with a reset: EPOLLERR). */
+	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
 	if (w->nblocked == w->capblocked &&
 	    !tf_realloc_array(&w->blocked, w->capblocked ? w->capblocked * 2 : 16, sizeof(*w->blocked)))
 		w->capblocked = w->capblocked ? w->capblocked * 2 : 16;
@@ -475,6 +498,8 @@ static void writer_step(struct writer *w, struct conn *c)
 				c->wsent += (size_t)n;
 				atomic_store(&c->last_write, mono());
 			}
+			if (c->wsent == c->wire.len)
+				c->delivered = c->made_tok;
 			if (c->wsent < c->wire.len) {
 				if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
 					writer_block(w, c);
@@ -500,11 +525,9 @@ static void writer_step(struct writer *w, struct conn *c)
 			c->failed = true;
 			continue;
 		}
-		if (done) {
+		c->made_tok = tf_gen_read(c->gen);
+		if (done)
 			c->eof = true;
-			record(s, c->gen);
-			c->recorded = true;
-		}
 		if (c->pend.len) { /* one HTTP chunk */
 			if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
 			    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
@@ -562,7 +585,7 @@ static void *writer_main(void *arg)
 				continue;
 			}
 			blocked_drop(w, c);
-			if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+			if (evs[i].events & (EPOLLERR | EPOLLHUP))
 				atomic_store(&c->gone, true);
 			writer_step(w, c);
 		}
@@ -656,11 +679,14 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 	for (;;) {
 		unsigned seen = atomic_load(&c->notes);
 		bool done = false;
-		for (int k = 0; k < 64 && !done; k++)
+		uint32_t got;
+		do { /* all that is there: the one notification may have come already */
+			got = tf_gen_read(c->gen);
 			if (tf_gen_pump(c->gen, 0, NULL, &done)) {
 				tf_gen_cancel(c->gen);
 				break;
 			}
+		} while (!done && tf_gen_read(c->gen) != got);
 		if (done)
 			break;
 		if (try_suspend(c, seen))
@@ -670,8 +696,6 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 			return MHD_NO;
 		}
 	}
-	record(c->s, c->gen);
-	c->recorded = true;
 	struct tf_reply r = {0};
 	tf_gen_reply(c->gen, &r);
 	enum MHD_Result ret = send_reply(mc, c, &r, NULL, r.status >= 500);
@@ -740,6 +764,34 @@ refuse:;
 	return ret2;
 }
 
+/* The client of a parked request half-closed its socket (ticker): it may
+ * have closed it whole, or only its sending side and still be reading.
+ * Send it a few harmless bytes: a closed socket answers them with a reset,
+ * which the next look sees (POLLERR). A whole reply gets an interim
+ * "100 Continue" (HTTP/1.1 clients skip 1xx replies; MHD has sent nothing
+ * yet, the connection is suspended), a stream an SSE comment line through
+ * its writer. An HTTP/1.0 client cannot take a 1xx: it counts as gone. */
+static void probe(struct conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	if (!c->whole) {
+		atomic_store(&c->probe, true);
+		wake(c);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	bool parked = c->state == C_PARKED;
+	ssize_t n = parked && c->http11 ? send(c->fd, cont, sizeof(cont) - 1,
+					       MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+	pthread_mutex_unlock(&c->mu);
+	if (!parked) { /* resumed meanwhile: look again later */
+		c->probed = false;
+	} else if (n != (ssize_t)sizeof(cont) - 1) {
+		atomic_store(&c->gone, true);
+		wake(c);
+	}
+}
+
 /* The ticker: every 50 ms, resume streams due a keepalive, find clients
  * that left suspended requests (MHD does not watch suspended sockets), and
  * pump abandoned generations to their end. */
@@ -775,19 +827,18 @@ static void *ticker_main(void *arg)
 					break;
 				cap = nc;
 			}
-			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLIN | POLLRDHUP};
+			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLRDHUP};
 			pc[n++] = c;
 		}
 		if (n && poll(pf, n, 0) > 0)
 			for (size_t i = 0; i < n; i++) {
 				short r = pf[i].revents;
-				char b;
-				if (!r)
-					continue;
-				if ((r & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) ||
-				    recv(pf[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+				if (r & (POLLERR | POLLHUP | POLLNVAL)) { /* closed, or reset */
 					atomic_store(&pc[i]->gone, true);
 					wake(pc[i]);
+				} else if ((r & POLLRDHUP) && !pc[i]->probed) {
+					pc[i]->probed = true;
+					probe(pc[i]);
 				}
 			}
 		if (peek) {
@@ -798,13 +849,14 @@ static void *ticker_main(void *arg)
 		 * next round boundary), then record and free. */
 		for (size_t i = 0; i < s->ngraves;) {
 			bool done = false;
+			struct grave *gv = &s->graves[i];
 			for (int k = 0; k < 64 && !done; k++)
-				if (tf_gen_pump(s->graves[i], 0, NULL, &done))
-					tf_gen_cancel(s->graves[i]);
+				if (tf_gen_pump(gv->gen, 0, NULL, &done))
+					tf_gen_cancel(gv->gen);
 			if (done) {
-				record(s, s->graves[i]);
-				tf_gen_free(s->graves[i]);
-				s->graves[i] = s->graves[--s->ngraves];
+				record(s, gv->gen, false, gv->delivered);
+				tf_gen_free(gv->gen);
+				*gv = s->graves[--s->ngraves];
 			} else {
 				i++;
 			}
@@ -1021,6 +1073,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		c->s = s;
 		c->mc = mc;
 		c->fd = -1;
+		c->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
 		pthread_mutex_init(&c->mu, NULL);
 		*con_cls = c;
 		const union MHD_ConnectionInfo *ci =
@@ -1113,7 +1166,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	tf_slot_idle(c->s->slots, c->slot);
 	if (c->gen && why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		tf_gen_cancel(c->gen);
-	gens_drop(c);
+	gens_drop(c, why == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	if (c->counted)
 		atomic_fetch_sub(&c->s->inflight, 1);
 	tf_buf_release(&c->body);
@@ -1321,11 +1374,12 @@ void tf_server_stop(struct tf_server *s)
 	/* Generations whose clients left: wait for their end, then record. */
 	for (size_t i = 0; i < s->ngraves; i++) {
 		bool done = false;
+		struct grave *gv = &s->graves[i];
 		for (int k = 0; k < 100 && !done; k++)
-			if (tf_gen_pump(s->graves[i], 50, NULL, &done))
-				tf_gen_cancel(s->graves[i]);
-		record(s, s->graves[i]);
-		tf_gen_free(s->graves[i]);
+			if (tf_gen_pump(gv->gen, 50, NULL, &done))
+				tf_gen_cancel(gv->gen);
+		record(s, gv->gen, false, gv->delivered);
+		tf_gen_free(gv->gen);
 	}
 	s->ngraves = 0;
 }
