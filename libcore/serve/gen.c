@@ -768,7 +768,7 @@ static tf_status prompt_ids(struct tf_gen *g, int32_t **ids, size_t *n)
 		return TF_OK;
 	}
 	if (g->req.api == TF_API_COMPLETIONS)
-		return f->encode(f->ctx, g->req.prompt, strlen(g->req.prompt), ids, n);
+		return f->encode(f->ctx, g->req.prompt, g->req.prompt_len, ids, n);
 	if (g->env->memo)
 		tf_memo_restore(g->env->memo, g->req.chat);
 	struct tf_buf text = TF_BUF_INIT;

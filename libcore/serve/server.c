@@ -25,7 +25,9 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "serve/metrics.h"
+#include "serve/prep.h"
 #include "serve/slots.h"
+#include "serve/text.h"
 
 enum route_kind {
 	R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_TOKENIZE,
@@ -93,6 +95,7 @@ struct tf_server {
 	struct MHD_Daemon *d;
 	struct tf_metrics *metrics;
 	struct tf_slots *slots;
+	struct tf_prep *prep;
 	uint8_t (*keys)[TF_SHA256_LEN];
 	size_t nkeys;
 	atomic_long inflight;
@@ -112,6 +115,8 @@ struct tf_server {
 	unsigned nwriters;
 	atomic_uint next_writer;
 };
+
+enum { PREP_NONE, PREP_RUNNING, PREP_DONE };
 
 /* Who holds a generation's connection (under conn.mu). */
 enum conn_state {
@@ -152,6 +157,10 @@ struct conn {
 	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
 	bool answered;        /* a reply was queued */
 	int fd;
+	atomic_int prep;      /* the body's preparation (prep.h): PREP_* */
+	struct tf_gen *pgen;  /* prepared, not yet opened */
+	struct tf_reply err;  /* prepared: a refusal */
+	struct tf_text_answer text; /* a text route's answer */
 	struct tf_gen *gen;   /* a generation in flight */
 	bool whole;           /* not streamed */
 	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
@@ -703,39 +712,83 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 	return ret;
 }
 
+/* A body big enough to stall the HTTP thread is prepared on the prep
+ * thread (prep.h): the connection is suspended meanwhile, and the job
+ * resumes it; MHD then calls the handler again. Returns false when the
+ * job could not be queued (prepare inline). */
+static bool prep_start(struct MHD_Connection *mc, struct conn *c, void (*fn)(void *))
+{
+	if (c->body.len < TF_PREP_MIN_BODY)
+		return false;
+	atomic_store(&c->prep, PREP_RUNNING);
+	MHD_suspend_connection(mc);
+	if (!tf_prep_push(c->s->prep, fn, c))
+		return true;
+	atomic_store(&c->prep, PREP_NONE);
+	MHD_resume_connection(mc);
+	return false;
+}
+
+static void prep_done(struct conn *c)
+{
+	atomic_store(&c->prep, PREP_DONE);
+	MHD_resume_connection(c->mc);
+}
+
+/* Parse and start (any thread): c->pgen, or the refusal in c->err. */
+static void gen_prepare(struct conn *c)
+{
+	struct tf_server *s = c->s;
+	const struct route *rt = c->route;
+	struct tf_req req;
+	tf_status rc = tf_req_parse(api_of(rt->kind), c->body.data, c->body.len,
+				    s->c.env.family->vocab, &req);
+	if (rc)
+		tf_reply_error(&c->err, rt->anthropic, 400, "invalid_request_error", NULL, req.param,
+			       "%s", tf_errmsg(rc));
+	else if (tf_gen_start(&s->c.env, &req, &c->pgen, &c->err))
+		c->pgen = NULL;
+	tf_buf_release(&c->body);
+}
+
+static void gen_job(void *arg)
+{
+	gen_prepare(arg);
+	prep_done(arg);
+}
+
 static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *c)
 {
 	struct tf_server *s = c->s;
 	const struct route *rt = c->route;
-	/* Count first, then look at draining: a stop cannot slip between. */
-	atomic_fetch_add(&s->inflight, 1);
-	c->counted = true;
-	if (atomic_load(&s->draining)) {
-		tf_metrics_rejected(s->metrics);
-		struct tf_reply r = {0};
-		if (rt->anthropic)
-			tf_reply_error(&r, true, 503, "overloaded_error", NULL, NULL,
-				       "server restarting: retry shortly");
-		else
-			tf_reply_error(&r, false, 503, "server_error", "server_restarting", NULL,
-				       "server restarting: retry shortly");
-		r.retry_after = 30;
-		enum MHD_Result ret = send_reply(mc, c, &r, NULL, true);
-		tf_reply_release(&r);
-		return ret;
+	if (atomic_load(&c->prep) == PREP_NONE) {
+		/* Count first, then look at draining: a stop cannot slip between. */
+		atomic_fetch_add(&s->inflight, 1);
+		c->counted = true;
+		if (atomic_load(&s->draining)) {
+			tf_metrics_rejected(s->metrics);
+			struct tf_reply r = {0};
+			if (rt->anthropic)
+				tf_reply_error(&r, true, 503, "overloaded_error", NULL, NULL,
+					       "server restarting: retry shortly");
+			else
+				tf_reply_error(&r, false, 503, "server_error", "server_restarting", NULL,
+					       "server restarting: retry shortly");
+			r.retry_after = 30;
+			enum MHD_Result ret = send_reply(mc, c, &r, NULL, true);
+			tf_reply_release(&r);
+			return ret;
+		}
+		if (prep_start(mc, c, gen_job))
+			return MHD_YES;
+		gen_prepare(c);
+	} else if (atomic_load(&c->prep) == PREP_RUNNING) {
+		return MHD_YES;
 	}
-	struct tf_req req;
-	struct tf_reply err = {0};
-	tf_status rc = tf_req_parse(api_of(rt->kind), c->body.data, c->body.len,
-				    s->c.env.family->vocab, &req);
-	if (rc) {
-		tf_reply_error(&err, rt->anthropic, 400, "invalid_request_error", NULL, req.param, "%s",
-			       tf_errmsg(rc));
-		goto refuse;
-	}
-	struct tf_gen *g;
-	if (tf_gen_start(&s->c.env, &req, &g, &err))
-		goto refuse;
+	if (!c->pgen)
+		return send_reply(mc, c, &c->err, NULL, false);
+	struct tf_gen *g = c->pgen;
+	c->pgen = NULL;
 	c->gen = g;
 	c->whole = !tf_gen_streaming(g);
 	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
@@ -758,10 +811,6 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	c->answered = true;
 	tf_metrics_http(s->metrics, 200);
 	return ret;
-refuse:;
-	enum MHD_Result ret2 = send_reply(mc, c, &err, NULL, false);
-	tf_reply_release(&err);
-	return ret2;
 }
 
 /* The client of a parked request half-closed its socket (ticker): it may
@@ -923,106 +972,50 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *mc, struct conn *c)
 	return ret;
 }
 
-static json_t *ids_json(const int32_t *ids, size_t n)
+static enum tf_text_route text_route(enum route_kind k)
 {
-	json_t *a = json_array();
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, json_integer(ids[i]));
-	return a;
+	return k == R_COUNT ? TF_TEXT_COUNT : k == R_TOKENIZE ? TF_TEXT_TOKENIZE : TF_TEXT_DETOKENIZE;
 }
 
-/* count_tokens, /tokenize and /detokenize: the family hook without the engine. */
-static int serve_text(const struct tf_gen_env *env, enum route_kind k, const char *body, size_t n,
-		      struct tf_reply *r)
+static void text_job(void *arg)
 {
-	const struct tf_family *f = env->family;
-	bool anthropic = k == R_COUNT;
-	r->status = 200;
-	r->type = "application/json";
-	if (k == R_COUNT) {
-		struct tf_req req;
-		tf_status rc = tf_req_parse(TF_API_COUNT_TOKENS, body, n, f->vocab, &req);
-		int32_t *ids = NULL;
-		size_t nids = 0;
-		if (!rc)
-			rc = tf_gen_count(env, req.chat, &ids, &nids);
-		if (rc) {
-			tf_reply_error(r, anthropic, rc == TF_ERR_FORMAT ? 400 : 500,
-				       "invalid_request_error", NULL, req.param, "%s", tf_errmsg(rc));
-		} else {
-			json_t *v = json_pack("{s:I}", "input_tokens", (json_int_t)nids);
-			char *s = json_dumps(v, JSON_COMPACT);
-			json_decref(v);
-			tf_buf_puts(&r->body, s ? s : "{}");
-			free(s);
-		}
-		free(ids);
-		tf_req_release(&req);
-		return r->status;
+	struct conn *c = arg;
+	tf_text_serve(&c->s->c.env, text_route(c->route->kind), c->body.data, c->body.len, &c->body,
+		      &c->text);
+	prep_done(c);
+}
+
+static ssize_t text_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct conn *c = cls;
+	size_t n = tf_text_read(&c->text, (size_t)pos, buf, max);
+	return n ? (ssize_t)n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* count_tokens, /tokenize and /detokenize (text.h); a tokenize body is
+ * written from its ids as it is sent. */
+static enum MHD_Result serve_text(struct MHD_Connection *mc, struct conn *c)
+{
+	if (atomic_load(&c->prep) == PREP_NONE) {
+		if (prep_start(mc, c, text_job))
+			return MHD_YES;
+		tf_text_serve(&c->s->c.env, text_route(c->route->kind), c->body.data, c->body.len,
+			      &c->body, &c->text);
+	} else if (atomic_load(&c->prep) == PREP_RUNNING) {
+		return MHD_YES;
 	}
-	json_error_t e;
-	json_t *b = json_loadb(n ? body : "{}", n ? n : 2, 0, &e);
-	json_t *out = NULL;
-	if (!json_is_object(b)) {
-		tf_reply_error(r, false, 400, "invalid_request_error", NULL, NULL,
-			       "the request body must be a JSON object");
-		goto done;
-	}
-	if (k == R_TOKENIZE) {
-		const json_t *p = json_object_get(b, "prompt"), *m = json_object_get(b, "messages");
-		int32_t *ids = NULL;
-		size_t nids = 0;
-		tf_status rc;
-		if (json_is_string(p))
-			rc = f->encode(f->ctx, json_string_value(p), json_string_length(p), &ids, &nids);
-		else if (json_is_array(m) && json_array_size(m))
-			rc = tf_gen_count(env, b, &ids, &nids);
-		else
-			rc = tf_err(TF_ERR_FORMAT, "tokenize needs a string prompt or a list of messages");
-		if (rc)
-			tf_reply_error(r, false, rc == TF_ERR_FORMAT ? 400 : 500, "invalid_request_error",
-				       NULL, NULL, "%s", tf_errmsg(rc));
-		else
-			out = json_pack("{s:I,s:i,s:o,s:n}", "count", (json_int_t)nids, "max_model_len",
-					(int)env->context, "tokens", ids_json(ids, nids), "token_strs");
-		free(ids);
-	} else {
-		const json_t *t = json_object_get(b, "tokens");
-		size_t cnt = json_array_size(t), i;
-		int32_t *ids = tf_alloc_array(cnt ? cnt : 1, sizeof(*ids));
-		const json_t *v;
-		bool ok = json_is_array(t) && ids;
-		json_array_foreach(t, i, v) {
-			json_int_t id = json_integer_value(v);
-			if (!json_is_integer(v) || id < 0 || id >= f->vocab) {
-				ok = false;
-				break;
-			}
-			ids[i] = (int32_t)id;
-		}
-		struct tf_buf raw = TF_BUF_INIT, text = TF_BUF_INIT;
-		if (!ok)
-			tf_reply_error(r, false, 400, "invalid_request_error", NULL, "tokens",
-				       "detokenize needs a list of token ids (0 to %u)", f->vocab - 1);
-		else if (f->decode(f->ctx, ids, cnt, &raw))
-			tf_reply_error(r, false, 500, "server_error", NULL, NULL, "decode failed");
-		else {
-			tf_utf8_fix(raw.data ? raw.data : "", raw.len, &text);
-			out = json_pack("{s:s%}", "prompt", text.data ? text.data : "", text.len);
-		}
-		tf_buf_release(&raw);
-		tf_buf_release(&text);
-		free(ids);
-	}
-	if (out) {
-		char *s = json_dumps(out, JSON_COMPACT);
-		json_decref(out);
-		tf_buf_puts(&r->body, s ? s : "{}");
-		free(s);
-	}
-done:
-	json_decref(b);
-	return r->status;
+	if (!c->text.ids)
+		return send_reply(mc, c, &c->text.r, NULL, false);
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(c->text.size, 64 * 1024, text_read, c, NULL);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	enum MHD_Result ret = MHD_queue_response(mc, 200, resp);
+	MHD_destroy_response(resp);
+	c->answered = true;
+	tf_metrics_http(c->s->metrics, 200);
+	return ret;
 }
 
 static bool key_ok(struct tf_server *s, struct MHD_Connection *mc)
@@ -1145,13 +1138,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 	case R_METRICS: return serve_metrics(mc, c);
 	case R_COUNT:
 	case R_TOKENIZE:
-	case R_DETOKENIZE: {
-		struct tf_reply r = {0};
-		serve_text(&s->c.env, rt->kind, c->body.data, c->body.len, &r);
-		enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
-		tf_reply_release(&r);
-		return ret;
-	}
+	case R_DETOKENIZE: return serve_text(mc, c);
 	default:
 		return serve_generation(mc, c);
 	}
@@ -1169,6 +1156,9 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	gens_drop(c, why == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	if (c->counted)
 		atomic_fetch_sub(&c->s->inflight, 1);
+	tf_gen_free(c->pgen);
+	tf_reply_release(&c->err);
+	tf_text_release(&c->text);
 	tf_buf_release(&c->body);
 	tf_buf_release(&c->pend);
 	tf_buf_release(&c->wire);
@@ -1229,7 +1219,8 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	pthread_mutex_init(&s->list_mu, NULL);
 	s->started = (long long)time(NULL);
 	tf_status rc = tf_metrics_new(&s->metrics);
-	if (rc || (rc = tf_slots_new(c->connections_max, c->timeout_s, s->metrics, &s->slots)))
+	if (rc || (rc = tf_slots_new(c->connections_max, c->timeout_s, s->metrics, &s->slots)) ||
+	    (rc = tf_prep_new(&s->prep)))
 		goto fail;
 	unsigned hard = tf_slots_hard_limit(c->connections_max);
 	fd_room(hard);
@@ -1304,6 +1295,7 @@ fail:
 	atomic_store(&s->stopping, true);
 	writers_stop(s);
 	writers_free(s);
+	tf_prep_free(s->prep);
 	pthread_mutex_destroy(&s->list_mu);
 	tf_slots_free(s->slots);
 	tf_metrics_free(s->metrics);
@@ -1365,6 +1357,8 @@ void tf_server_stop(struct tf_server *s)
 		s->ticking = false;
 	}
 	writers_stop(s);
+	tf_prep_free(s->prep); /* its jobs resume their connections */
+	s->prep = NULL;
 	pthread_mutex_lock(&s->list_mu);
 	for (struct conn *c = s->gens; c; c = c->next)
 		wake(c);
@@ -1398,6 +1392,29 @@ void tf_server_free(struct tf_server *s)
 	free(s);
 }
 
+static tf_status once_text(const struct tf_gen_env *env, enum tf_text_route k, const char *body,
+			   size_t n, FILE *out, int *status)
+{
+	struct tf_text_answer a;
+	tf_text_serve(env, k, body, n, NULL, &a);
+	*status = a.r.status;
+	tf_status rc = TF_OK;
+	if (!a.ids) {
+		if (a.r.body.len && fwrite(a.r.body.data, 1, a.r.body.len, out) != a.r.body.len)
+			rc = TF_ERR_IO;
+	} else {
+		char buf[64 * 1024];
+		size_t got;
+		while (!rc && (got = tf_text_read(&a, a.pos, buf, sizeof(buf))))
+			if (fwrite(buf, 1, got, out) != got)
+				rc = TF_ERR_IO;
+	}
+	if (!rc && fputc('\n', out) == EOF)
+		rc = TF_ERR_IO;
+	tf_text_release(&a);
+	return rc ? tf_err_errno(TF_ERR_IO, "cannot write the reply") : TF_OK;
+}
+
 tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const char *body,
 			size_t n, FILE *out, int *status)
 {
@@ -1411,10 +1428,8 @@ tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const ch
 		return tf_err(TF_ERR_ARG, "'%s' is not a POST route (chat/completions, completions, "
 			      "messages, messages/count_tokens, tokenize, detokenize)", path);
 	}
-	if (!generation(rt->kind)) {
-		*status = serve_text(env, rt->kind, body, n, &r);
-		goto reply;
-	}
+	if (!generation(rt->kind))
+		return once_text(env, text_route(rt->kind), body, n, out, status);
 	struct tf_req req;
 	rc = tf_req_parse(api_of(rt->kind), body, n, env->family->vocab, &req);
 	if (rc) {
