@@ -111,9 +111,16 @@ static void read_key_file(const char *file, char ***v, size_t *n)
 	if (stat(file, &sb) == 0 && (sb.st_mode & 077))
 		tf_warn("the key file '%s' is readable by others (mode %03o)", file,
 			(unsigned)(sb.st_mode & 0777));
-	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n"))
-		if (line[0] != '#')
-			split_keys(line, v, n);
+	/* '#' at the start of a line or after a blank starts a comment (a key
+	 * may hold '#' elsewhere). */
+	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+		for (char *h = strchr(line, '#'); h; h = strchr(h + 1, '#'))
+			if (h == line || h[-1] == ' ' || h[-1] == '\t') {
+				*h = 0;
+				break;
+			}
+		split_keys(line, v, n);
+	}
 	free(data);
 }
 

@@ -150,6 +150,10 @@ struct conn {
 	const struct route *route;
 	struct tf_buf body;
 	bool too_big, counted;
+	bool refused;         /* refusal holds the reply, sent once the body is in */
+	struct tf_reply refusal;
+	const char *allow;    /* a 405's Allow */
+	size_t discarded;     /* body bytes dropped after a refusal */
 	bool http11;          /* HTTP/1.1: a 1xx may go before the reply */
 	bool probed;          /* the client half-closed; probed once (see ticker_main) */
 	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
@@ -1018,27 +1022,33 @@ static enum MHD_Result serve_text(struct MHD_Connection *mc, struct conn *c)
 	return ret;
 }
 
-static bool key_ok(struct tf_server *s, struct MHD_Connection *mc)
+/* Whether k is one of the keys: every key, every byte (constant time). */
+static bool key_match(struct tf_server *s, const char *k)
 {
-	if (s->nkeys == 0)
-		return true;
-	const char *k = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
-	const char *a = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
-	if (!k && a && !strncasecmp(a, "Bearer ", 7))
-		k = a + 7;
-	if (!k)
-		return false;
 	uint8_t d[TF_SHA256_LEN];
-	if (tf_sha256(k, strlen(k), d))
+	if (!k || !*k || tf_sha256(k, strlen(k), d))
 		return false;
 	unsigned match = 0;
-	for (size_t i = 0; i < s->nkeys; i++) { /* every key, every byte: constant time */
+	for (size_t i = 0; i < s->nkeys; i++) {
 		unsigned diff = 0;
 		for (size_t j = 0; j < TF_SHA256_LEN; j++)
 			diff |= d[j] ^ s->keys[i][j];
 		match |= diff == 0;
 	}
 	return match != 0;
+}
+
+/* A key in x-api-key or as Authorization: Bearer; either may hold it (a
+ * wrong or empty one in the other header does not count against it). */
+static bool key_ok(struct tf_server *s, struct MHD_Connection *mc)
+{
+	if (s->nkeys == 0)
+		return true;
+	const char *k = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
+	const char *a = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+	bool by_key = key_match(s, k);
+	bool by_bearer = a && !strncasecmp(a, "Bearer ", 7) && key_match(s, a + 7);
+	return by_key || by_bearer;
 }
 
 static const struct route *find_route(const char *method, const char *url, const char **allow)
@@ -1051,6 +1061,55 @@ static const struct route *find_route(const char *method, const char *url, const
 			*allow = routes[i].method;
 		}
 	return NULL;
+}
+
+/* The headers are in: limits, route and key before any body. What breaks
+ * a limit is answered at once and closes the connection (its body is not
+ * read); a refusal (405, 404, 401) is answered once the body is in and
+ * discarded, so the connection stays open for the next request. */
+static enum MHD_Result headers(struct MHD_Connection *mc, struct conn *c, const char *url,
+			       const char *method)
+{
+	struct tf_server *s = c->s;
+	bool anthropic = !strncmp(url, "/v1/messages", 12) || !strncmp(url, "/messages", 9);
+	char m[128];
+	if (strlen(url) > TF_SERVER_URL_MAX) {
+		snprintf(m, sizeof(m), "the request path is longer than %d bytes", TF_SERVER_URL_MAX);
+		return send_error(mc, c, anthropic, 414, "invalid_request_error", NULL, m);
+	}
+	const union MHD_ConnectionInfo *hi =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	if (MHD_get_connection_values(mc, MHD_HEADER_KIND, NULL, NULL) > (int)s->c.headers_max) {
+		snprintf(m, sizeof(m), "more than %u header lines", s->c.headers_max);
+		return send_error(mc, c, anthropic, 431, "invalid_request_error", NULL, m);
+	}
+	if (hi && hi->header_size > TF_SERVER_HEADER_BYTES) {
+		snprintf(m, sizeof(m), "the request's header is larger than %d bytes",
+			 TF_SERVER_HEADER_BYTES);
+		return send_error(mc, c, anthropic, 431, "invalid_request_error", NULL, m);
+	}
+	const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+	if (cl && strtoull(cl, NULL, 10) > s->c.body_max) {
+		snprintf(m, sizeof(m), "the request body is larger than %zu bytes", s->c.body_max);
+		return send_error(mc, c, anthropic, 413, "invalid_request_error", NULL, m);
+	}
+	const char *allow;
+	c->route = find_route(method, url, &allow);
+	if (!c->route && allow) {
+		tf_reply_error(&c->refusal, anthropic, 405, "invalid_request_error", NULL, NULL,
+			       "method %s is not allowed on %s", method, url);
+		c->allow = allow;
+	} else if (!c->route) {
+		c->refusal = (struct tf_reply){.status = 404, .type = "application/json"};
+		tf_buf_puts(&c->refusal.body, "{\"error\":\"not found\"}");
+	} else if (!c->route->open && !key_ok(s, mc)) {
+		tf_reply_error(&c->refusal, anthropic, 401, "authentication_error", "invalid_api_key",
+			       NULL, "invalid or missing API key");
+	} else {
+		return MHD_YES;
+	}
+	c->refused = true;
+	return MHD_YES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url,
@@ -1078,39 +1137,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		if (tf_slot_dead(s->slots, c->slot)) /* refused or shed: answered already */
 			return MHD_NO;
 		tf_slot_headers(s->slots, c->slot);
-		const char *allow;
-		c->route = find_route(method, url, &allow);
-		bool anthropic = !strncmp(url, "/v1/messages", 12) || !strncmp(url, "/messages", 9);
-		if (MHD_get_connection_values(mc, MHD_HEADER_KIND, NULL, NULL) > (int)s->c.headers_max) {
-			char m[96];
-			snprintf(m, sizeof(m), "more than %u header lines", s->c.headers_max);
-			return send_error(mc, c, anthropic, 431, "invalid_request_error", NULL, m);
-		}
-		if (!c->route && allow) {
-			struct tf_reply r = {0};
-			tf_reply_error(&r, anthropic, 405, "invalid_request_error", NULL, NULL,
-				       "method %s is not allowed on %s", method, url);
-			enum MHD_Result ret = send_reply(mc, c, &r, allow, false);
-			tf_reply_release(&r);
-			return ret;
-		}
-		if (!c->route)
-			return send_json(mc, c, 404, json_pack("{s:s}", "error", "not found"), 0);
-		if (!c->route->open && !key_ok(s, mc))
-			return send_error(mc, c, anthropic, 401, "authentication_error", "invalid_api_key",
-					  "invalid or missing API key");
-		const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-		if (cl && strtoull(cl, NULL, 10) > s->c.body_max) {
-			char m[96];
-			snprintf(m, sizeof(m), "the request body is larger than %zu bytes", s->c.body_max);
-			return send_error(mc, c, anthropic, 413, "invalid_request_error", NULL, m);
-		}
-		return MHD_YES;
+		return headers(mc, c, url, method);
 	}
 	if (*upload_size) { /* a piece of the body */
 		if (c->answered) { /* refused at the headers: discard */
 			*upload_size = 0;
 			return MHD_YES;
+		}
+		if (c->refused) { /* refused, the connection kept: discard up to the limit */
+			c->discarded += *upload_size;
+			*upload_size = 0;
+			return c->discarded > s->c.body_max ? send_reply(mc, c, &c->refusal, c->allow, true)
+							    : MHD_YES;
 		}
 		if (!c->too_big && c->body.len + *upload_size > s->c.body_max) {
 			c->too_big = true;
@@ -1124,8 +1162,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 	tf_slot_busy(s->slots, c->slot); /* the request is whole */
 	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
 		return whole_step(mc, c);
-	if (c->answered || !c->route) /* a reply was queued already */
+	if (c->answered) /* a reply was queued already */
 		return MHD_YES;
+	if (c->refused)
+		return send_reply(mc, c, &c->refusal, c->allow, false);
 	const struct route *rt = c->route;
 	if (c->too_big) {
 		char m[96];
@@ -1158,6 +1198,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 		atomic_fetch_sub(&c->s->inflight, 1);
 	tf_gen_free(c->pgen);
 	tf_reply_release(&c->err);
+	tf_reply_release(&c->refusal);
 	tf_text_release(&c->text);
 	tf_buf_release(&c->body);
 	tf_buf_release(&c->pend);
@@ -1197,12 +1238,20 @@ static void fd_room(unsigned conns)
 		       "--connections may open", (unsigned long long)rl.rlim_cur);
 }
 
+/* libmicrohttpd's messages. It answers some requests itself, before the
+ * handler (malformed, HTTP version, a request line or header section past
+ * the connection memory): it says so here, and these replies are counted
+ * like tf's own. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	if (TF_LOG_INFO > tf_log_level_now)
-		return;
+	struct tf_server *s = cls;
 	char m[512];
 	vsnprintf(m, sizeof(m), fmt, ap);
+	const char *code = strstr(m, "HTTP response code is ");
+	if (code)
+		tf_metrics_http(s->metrics, (int)strtol(code + 22, NULL, 10));
+	if (TF_LOG_INFO > tf_log_level_now)
+		return;
 	size_t n = strlen(m);
 	while (n && m[n - 1] == '\n')
 		m[--n] = 0;
@@ -1264,6 +1313,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		{MHD_OPTION_END, 0, NULL},
 	};
 	s->d = MHD_start_daemon(flags, c->port, NULL, NULL, handle, s,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 				MHD_OPTION_NOTIFY_CONNECTION, on_socket, s,
@@ -1272,7 +1322,6 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 				MHD_OPTION_ARRAY, pool_opt,
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_END);
 	if (!s->d) {
 		rc = tf_err_errno(TF_ERR_OS, "cannot listen on %s port %u", c->host, (unsigned)c->port);
