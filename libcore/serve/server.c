@@ -157,6 +157,8 @@ struct conn {
 	bool http11;          /* HTTP/1.1: a 1xx may go before the reply */
 	bool probed;          /* the client half-closed; probed once (see ticker_main) */
 	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
+	atomic_bool half;     /* an HTTP/1.1 client half-closed: a whole reply goes by a writer */
+	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
 	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
 	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
 	bool answered;        /* a reply was queued */
@@ -308,6 +310,18 @@ static void queue_locked(struct conn *c)
 	}
 }
 
+/* Whether the client of a whole reply half-closed its socket (HTTP/1.1
+ * only: one that did is sent its reply by a writer, see whole_wire). */
+static bool half_closed(struct conn *c)
+{
+	if (!atomic_load(&c->half) && c->http11) {
+		struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+		if (poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
+			atomic_store(&c->half, true);
+	}
+	return atomic_load(&c->half);
+}
+
 /* The engine's notification: tokens arrived or the job ended. A parked
  * stream goes to the writer; a parked whole reply goes back to MHD. */
 static void on_note(void *ctx)
@@ -316,7 +330,7 @@ static void on_note(void *ctx)
 	atomic_fetch_add(&c->notes, 1);
 	pthread_mutex_lock(&c->mu);
 	if (c->state == C_PARKED) {
-		if (c->whole || atomic_load(&c->s->stopping)) {
+		if (atomic_load(&c->s->stopping) || (c->whole && !half_closed(c))) {
 			c->state = C_MHD;
 			MHD_resume_connection(c->mc);
 		} else {
@@ -488,6 +502,52 @@ static void writer_block(struct writer *w, struct conn *c)
 	c->blocked_at = mono();
 }
 
+/* Pump a generation for a writer: all that is there (with end_only
+ * notifications the one note may have come already). Returns true once it
+ * is done. */
+static bool pump_all(struct conn *c)
+{
+	bool done = false;
+	uint32_t got;
+	do {
+		got = tf_gen_read(c->gen);
+		if (tf_gen_pump(c->gen, 0, NULL, &done)) {
+			tf_gen_cancel(c->gen);
+			c->failed = true;
+			return true;
+		}
+	} while (!done && tf_gen_read(c->gen) != got);
+	return done;
+}
+
+/* The whole reply of a client that half-closed, written by its writer:
+ * false while the generation is not done. libmicrohttpd, taking back a
+ * suspended connection whose reply is not queued yet, reads the client's
+ * end of stream and drops the connection unanswered; so tf writes this
+ * reply itself (Connection: close) and MHD only closes the connection. */
+static bool whole_wire(struct conn *c)
+{
+	if (!pump_all(c))
+		return false;
+	if (c->failed)
+		return true;
+	struct tf_reply r = {0};
+	tf_gen_reply(c->gen, &r);
+	char ra[32] = "";
+	if (r.retry_after)
+		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", r.retry_after);
+	if (tf_buf_printf(&c->wire, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			  "%sConnection: close\r\n\r\n", r.status, MHD_get_reason_phrase_for((unsigned)r.status),
+			  r.type ? r.type : "application/json", r.body.len, ra) ||
+	    tf_buf_append(&c->wire, r.body.data ? r.body.data : "", r.body.len))
+		c->failed = true;
+	else
+		tf_metrics_http(c->s->metrics, r.status);
+	tf_reply_release(&r);
+	c->eof = true;
+	return true;
+}
+
 /* Send the wire, pump the generation into chunks, and repeat until there
  * is nothing more (park), the socket is full (block), or the stream is
  * over (release to MHD). */
@@ -526,33 +586,39 @@ static void writer_step(struct writer *w, struct conn *c)
 			c->wsent = 0;
 		}
 		if (c->eof) {
+			c->self_sent = c->whole;
 			writer_release(c);
 			return;
 		}
 		unsigned seen = atomic_load(&c->notes);
-		bool done = false;
-		tf_buf_reset(&c->pend);
-		c->sent = 0;
-		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
-			tf_gen_cancel(c->gen);
-			c->failed = true;
-			continue;
-		}
-		c->made_tok = tf_gen_read(c->gen);
-		if (done)
-			c->eof = true;
-		if (c->pend.len) { /* one HTTP chunk */
-			if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
-			    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
-			    tf_buf_puts(&c->wire, "\r\n")) {
+		if (c->whole) {
+			if (whole_wire(c))
+				continue;
+		} else {
+			bool done = false;
+			tf_buf_reset(&c->pend);
+			c->sent = 0;
+			if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
 				tf_gen_cancel(c->gen);
 				c->failed = true;
+				continue;
 			}
-			tf_buf_reset(&c->pend);
-			continue;
+			c->made_tok = tf_gen_read(c->gen);
+			if (done)
+				c->eof = true;
+			if (c->pend.len) { /* one HTTP chunk */
+				if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
+				    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
+				    tf_buf_puts(&c->wire, "\r\n")) {
+					tf_gen_cancel(c->gen);
+					c->failed = true;
+				}
+				tf_buf_reset(&c->pend);
+				continue;
+			}
+			if (c->eof)
+				continue;
 		}
-		if (c->eof)
-			continue;
 		pthread_mutex_lock(&c->mu);
 		bool park = atomic_load(&c->notes) == seen;
 		if (park)
@@ -685,6 +751,8 @@ static void writers_free(struct tf_server *s)
 /* A whole reply: called again each time the connection is resumed. */
 static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 {
+	if (c->self_sent) /* a writer sent it (whole_wire): close */
+		return MHD_NO;
 	if (atomic_load(&c->gone)) {
 		tf_gen_cancel(c->gen);
 		return MHD_NO;
@@ -842,6 +910,8 @@ static void probe(struct conn *c)
 	} else if (n != (ssize_t)sizeof(cont) - 1) {
 		atomic_store(&c->gone, true);
 		wake(c);
+	} else {
+		atomic_store(&c->half, true);
 	}
 }
 
@@ -1193,7 +1263,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	tf_slot_idle(c->s->slots, c->slot);
 	if (c->gen && why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		tf_gen_cancel(c->gen);
-	gens_drop(c, why == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+	gens_drop(c, why == MHD_REQUEST_TERMINATED_COMPLETED_OK || c->self_sent);
 	if (c->counted)
 		atomic_fetch_sub(&c->s->inflight, 1);
 	tf_gen_free(c->pgen);
