@@ -120,9 +120,10 @@ static void busy_reply(struct tf_slots *t, struct tf_slot *s, double now)
 	kill_locked(t, s, now, TF_SLOTS_LINGER_S);
 }
 
-/* Make room for one more (t->mu held): shed the connection idle longest,
- * else displace the sender that has spent longest on its request (past
- * the grace). Returns false when nothing may go. */
+/* Make room for one more (t->mu held): shed the connection idle longest
+ * (once idle past the grace), else displace the sender that has spent
+ * longest on its request (past the grace), else shed an idle one however
+ * young. Returns false when nothing may go. */
 static bool make_room(struct tf_slots *t, double now)
 {
 	struct tf_slot *idle = NULL, *slow = NULL;
@@ -133,7 +134,7 @@ static bool make_room(struct tf_slots *t, double now)
 			 now - s->start >= TF_SLOTS_GRACE_S && (!slow || s->start < slow->start))
 			slow = s;
 	}
-	if (idle) {
+	if (idle && (now - idle->start >= TF_SLOTS_GRACE_S || !slow)) {
 		kill_locked(t, idle, now, 0);
 		tf_metrics_conn(t->m, TF_CONN_SHED_IDLE);
 		return true;

@@ -7,11 +7,11 @@
  * the kernel's backlog. The slots close both holes: a request must arrive
  * whole (headers and body) within timeout_s of the connection's opening or
  * of the end of its previous exchange (408, then closed); and a connection
- * past cap first sheds the connection idle longest between requests, else
- * displaces the one that has spent longest sending its request (once past
- * TF_SLOTS_GRACE_S, with a 503), else is itself answered 503 with
- * Retry-After: 1 and closed. Connections whose reply is under way are never
- * shed.
+ * past cap first sheds the connection idle longest between requests (idle
+ * past TF_SLOTS_GRACE_S), else displaces the one that has spent longest
+ * sending its request (past the grace too, with a 503), else sheds a
+ * younger idle one, else is itself answered 503 with Retry-After: 1 and
+ * closed. Connections whose reply is under way are never shed.
  *
  * Each slot holds a dup of its socket, so a shutdown from the ticker never
  * reaches a descriptor number the library closed and the kernel reused.
