@@ -1,20 +1,19 @@
 /* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
- * plain routes (health, models, metrics, tokenize), generation routes with
- * SSE, the stream writers, keepalive and disconnect detection, drain, and
- * --once. */
+ * connection slots' hooks, the plain routes (health, models, metrics), the
+ * text routes (text.h) and the generation routes (whole and SSE), bodies
+ * prepared off the HTTP threads (prep.h), drain, and --once. What runs off
+ * libmicrohttpd's threads (stream writers, the ticker) is in deliver.c;
+ * the structures both share are in conn.h. */
 #include "serve/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -24,10 +23,7 @@
 #include "base/digest.h"
 #include "base/log.h"
 #include "base/thread.h"
-#include "serve/metrics.h"
-#include "serve/prep.h"
-#include "serve/slots.h"
-#include "serve/text.h"
+#include "serve/conn.h"
 
 enum route_kind {
 	R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_TOKENIZE,
@@ -64,128 +60,6 @@ static const struct route routes[] = {
 	{"POST", "/v1/detokenize", R_DETOKENIZE, false, false},
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
-
-struct conn;
-
-/* A stream writer (see struct conn): a thread with a queue of parked
- * streams that have news, in the order the engine delivered to them, and
- * an epoll for its kick and the sockets waiting for room. */
-struct writer {
-	struct tf_server *s;
-	pthread_t thread;
-	bool started;
-	pthread_mutex_t mu;
-	struct conn *head, *tail; /* the queue, under mu */
-	bool idle, down;          /* under mu */
-	int kick;                 /* eventfd: the queue has work */
-	int ep;
-	struct conn **blocked;    /* the writer's own */
-	size_t nblocked, capblocked;
-};
-
-/* A generation whose client left before the engine ended it: pumped to
- * its end by the ticker, then recorded with the tokens the client got. */
-struct grave {
-	struct tf_gen *gen;
-	uint32_t delivered;
-};
-
-struct tf_server {
-	struct tf_server_config c;
-	struct MHD_Daemon *d;
-	struct tf_metrics *metrics;
-	struct tf_slots *slots;
-	struct tf_prep *prep;
-	uint8_t (*keys)[TF_SHA256_LEN];
-	size_t nkeys;
-	atomic_long inflight;
-	atomic_bool draining;
-	long long started;
-	uint16_t port;
-	/* Generations in flight (for the ticker), and those whose client left
-	 * before the engine ended them (pumped to their end by the ticker). */
-	pthread_mutex_t list_mu;
-	struct conn *gens;
-	struct grave *graves;
-	size_t ngraves, capgraves;
-	pthread_t ticker;
-	atomic_bool stopping;
-	bool ticking;
-	struct writer *writers;
-	unsigned nwriters;
-	atomic_uint next_writer;
-};
-
-enum { PREP_NONE, PREP_RUNNING, PREP_DONE };
-
-/* Who holds a generation's connection (under conn.mu). */
-enum conn_state {
-	C_MHD,     /* MHD: running its callbacks, or about to */
-	C_PARKED,  /* suspended in MHD with nothing to send; nobody pumps */
-	C_QUEUED,  /* suspended, in the writer's queue */
-	C_WRITING, /* suspended, the writer pumps and sends (or waits for room) */
-};
-
-/* One request, from its headers to the end of its reply.
- *
- * A generation never blocks MHD's threads: when there is nothing to send it
- * suspends (parks) its connection. A whole reply is resumed by the engine's
- * notification at its end. A stream, once its headers and first frame went
- * out through MHD, is written by a stream writer: the engine's
- * notification queues the parked connection, and the writer thread pumps
- * the generation and sends its frames as HTTP chunks straight to the
- * socket, while MHD keeps the connection suspended and so never touches
- * the socket. This costs one send per event instead of MHD's resume (a
- * wakeup through its inter-thread pipe per connection and event), and each
- * writer delivers its streams in the engine's order. A socket that cannot
- * take a frame whole waits in the writer's epoll; the writer hands the
- * connection back to MHD (resume) for the end of the stream (MHD writes
- * the last chunk), a client that left, a failure or a stop. The notes
- * counter closes the race between "nothing to send" and "park": a
- * notification after the last look is seen under mu before parking. */
-struct conn {
-	struct tf_server *s;
-	struct MHD_Connection *mc;
-	struct tf_slot *slot;  /* the socket's (slots.h) */
-	const struct route *route;
-	struct tf_buf body;
-	bool too_big, counted;
-	bool refused;         /* refusal holds the reply, sent once the body is in */
-	struct tf_reply refusal;
-	const char *allow;    /* a 405's Allow */
-	size_t discarded;     /* body bytes dropped after a refusal */
-	bool http11;          /* HTTP/1.1: a 1xx may go before the reply */
-	bool probed;          /* the client half-closed; probed once (see ticker_main) */
-	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
-	atomic_bool half;     /* an HTTP/1.1 client half-closed: a whole reply goes by a writer */
-	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
-	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
-	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
-	bool answered;        /* a reply was queued */
-	int fd;
-	atomic_int prep;      /* the body's preparation (prep.h): PREP_* */
-	struct tf_gen *pgen;  /* prepared, not yet opened */
-	struct tf_reply err;  /* prepared: a refusal */
-	struct tf_text_answer text; /* a text route's answer */
-	struct tf_gen *gen;   /* a generation in flight */
-	bool whole;           /* not streamed */
-	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
-	size_t sent;
-	bool eof;
-	bool failed;          /* pumping failed: end the stream with an error */
-	struct tf_buf wire;   /* the writer: chunked bytes not yet sent (from wsent) */
-	size_t wsent;
-	bool nodelay;         /* the writer set TCP_NODELAY */
-	double blocked_at;    /* the writer: when the socket last refused bytes */
-	struct writer *w;     /* the stream's writer */
-	struct conn *wnext;   /* in the writer's queue */
-	pthread_mutex_t mu;   /* guards state */
-	enum conn_state state;
-	atomic_uint notes;    /* engine notifications so far */
-	atomic_bool gone;     /* the client left (seen by the ticker or a writer) */
-	_Atomic double last_write; /* monotonic seconds of the last bytes out */
-	struct conn *prev, *next; /* in s->gens while gen is set */
-};
 
 static enum tf_api api_of(enum route_kind k)
 {
@@ -252,12 +126,10 @@ static enum MHD_Result send_error(struct MHD_Connection *mc, struct conn *c, boo
 	return ret;
 }
 
-static double mono(void);
-
 /* Count a finished generation: ok only when its reply went out whole (its
  * last byte handed to the socket); otherwise cancelled, unless it failed,
  * with only the tokens the client got counted as delivered. */
-static void record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t delivered)
+void tf_server_record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t delivered)
 {
 	struct tf_gen_outcome o;
 	tf_gen_outcome(g, &o);
@@ -266,48 +138,6 @@ static void record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t d
 		o.delivered = delivered;
 	}
 	tf_metrics_generation(s->metrics, &o);
-}
-
-/* Resume a parked connection (any thread): MHD takes it over. */
-static void wake(struct conn *c)
-{
-	pthread_mutex_lock(&c->mu);
-	if (c->state == C_PARKED) {
-		c->state = C_MHD;
-		MHD_resume_connection(c->mc);
-	}
-	pthread_mutex_unlock(&c->mu);
-}
-
-/* Queue a parked stream for the writer; c->mu held. Once the writer is
- * down (a stop) MHD takes the connection back instead. */
-static void queue_locked(struct conn *c)
-{
-	struct writer *w = c->w;
-	pthread_mutex_lock(&w->mu);
-	bool down = w->down, kick = false;
-	if (!down) {
-		c->wnext = NULL;
-		if (w->tail)
-			w->tail->wnext = c;
-		else
-			w->head = c;
-		w->tail = c;
-		kick = w->idle;
-		w->idle = false;
-	}
-	pthread_mutex_unlock(&w->mu);
-	if (down) {
-		c->state = C_MHD;
-		MHD_resume_connection(c->mc);
-		return;
-	}
-	c->state = C_QUEUED;
-	if (kick) {
-		uint64_t one = 1;
-		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
-	}
 }
 
 /* Whether the client of a whole reply half-closed its socket (HTTP/1.1
@@ -334,7 +164,7 @@ static void on_note(void *ctx)
 			c->state = C_MHD;
 			MHD_resume_connection(c->mc);
 		} else {
-			queue_locked(c);
+			tf_deliver_queue_locked(c);
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -397,7 +227,7 @@ static void gens_drop(struct conn *c, bool whole)
 	}
 	pthread_mutex_unlock(&s->list_mu);
 	if (!grave) {
-		record(s, c->gen, whole && tf_gen_done(c->gen), c->delivered);
+		tf_server_record(s, c->gen, whole && tf_gen_done(c->gen), c->delivered);
 		tf_gen_free(c->gen);
 	}
 	c->gen = NULL;
@@ -417,7 +247,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				n = max;
 			memcpy(buf, c->pend.data + c->sent, n);
 			c->sent += n;
-			atomic_store(&c->last_write, mono());
+			atomic_store(&c->last_write, conn_now());
 			return (ssize_t)n;
 		}
 		if (c->eof)
@@ -456,296 +286,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
 	(void)cls; /* the connection record owns the stream; see completed() */
-}
-
-/* The stream writers. Everything below runs on a writer thread, on
- * connections in C_WRITING: MHD holds them suspended, so the socket and
- * the generation are the writer's alone. */
-
-/* Give the connection back to MHD: it ends the stream (the last chunk
- * after eof, an error otherwise). The last touch of c: once resumed, MHD
- * may close and free it. */
-static void writer_release(struct conn *c)
-{
-	pthread_mutex_lock(&c->mu);
-	c->state = C_MHD;
-	pthread_mutex_unlock(&c->mu);
-	MHD_resume_connection(c->mc);
-}
-
-static void blocked_drop(struct writer *w, struct conn *c)
-{
-	for (size_t i = 0; i < w->nblocked; i++)
-		if (w->blocked[i] == c) {
-			w->blocked[i] = w->blocked[--w->nblocked];
-			break;
-		}
-	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
-}
-
-/* The socket took part of the wire: wait in the epoll for room. */
-static void writer_block(struct writer *w, struct conn *c)
-{
-	/* Not EPOLLRDHUP: a client that half-closed still reads its stream
-	 * (one that closed answers the next bytes with a reset: EPOLLERR). */
-	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
-	if (w->nblocked == w->capblocked &&
-	    !tf_realloc_array(&w->blocked, w->capblocked ? w->capblocked * 2 : 16, sizeof(*w->blocked)))
-		w->capblocked = w->capblocked ? w->capblocked * 2 : 16;
-	if (w->nblocked == w->capblocked || epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev)) {
-		tf_log(TF_LOG_WARN, "stream writer: cannot wait for a socket: %s", strerror(errno));
-		atomic_store(&c->gone, true);
-		writer_release(c);
-		return;
-	}
-	w->blocked[w->nblocked++] = c;
-	c->blocked_at = mono();
-}
-
-/* Pump a generation for a writer: all that is there (with end_only
- * notifications the one note may have come already). Returns true once it
- * is done. */
-static bool pump_all(struct conn *c)
-{
-	bool done = false;
-	uint32_t got;
-	do {
-		got = tf_gen_read(c->gen);
-		if (tf_gen_pump(c->gen, 0, NULL, &done)) {
-			tf_gen_cancel(c->gen);
-			c->failed = true;
-			return true;
-		}
-	} while (!done && tf_gen_read(c->gen) != got);
-	return done;
-}
-
-/* The whole reply of a client that half-closed, written by its writer:
- * false while the generation is not done. libmicrohttpd, taking back a
- * suspended connection whose reply is not queued yet, reads the client's
- * end of stream and drops the connection unanswered; so tf writes this
- * reply itself (Connection: close) and MHD only closes the connection. */
-static bool whole_wire(struct conn *c)
-{
-	if (!pump_all(c))
-		return false;
-	if (c->failed)
-		return true;
-	struct tf_reply r = {0};
-	tf_gen_reply(c->gen, &r);
-	char ra[32] = "";
-	if (r.retry_after)
-		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", r.retry_after);
-	if (tf_buf_printf(&c->wire, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-			  "%sConnection: close\r\n\r\n", r.status, MHD_get_reason_phrase_for((unsigned)r.status),
-			  r.type ? r.type : "application/json", r.body.len, ra) ||
-	    tf_buf_append(&c->wire, r.body.data ? r.body.data : "", r.body.len))
-		c->failed = true;
-	else
-		tf_metrics_http(c->s->metrics, r.status);
-	tf_reply_release(&r);
-	c->eof = true;
-	return true;
-}
-
-/* Send the wire, pump the generation into chunks, and repeat until there
- * is nothing more (park), the socket is full (block), or the stream is
- * over (release to MHD). */
-static void writer_step(struct writer *w, struct conn *c)
-{
-	struct tf_server *s = w->s;
-	if (!c->nodelay) { /* frames go out as they come: no Nagle delay */
-		int one = 1;
-		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c->nodelay = true;
-	}
-	for (;;) {
-		if (c->failed || atomic_load(&c->gone) || atomic_load(&s->stopping)) {
-			writer_release(c);
-			return;
-		}
-		if (c->wsent < c->wire.len) {
-			ssize_t n = send(c->fd, c->wire.data + c->wsent, c->wire.len - c->wsent,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0) {
-				c->wsent += (size_t)n;
-				atomic_store(&c->last_write, mono());
-			}
-			if (c->wsent == c->wire.len)
-				c->delivered = c->made_tok;
-			if (c->wsent < c->wire.len) {
-				if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-					writer_block(w, c);
-				} else { /* the client left */
-					atomic_store(&c->gone, true);
-					writer_release(c);
-				}
-				return;
-			}
-			tf_buf_reset(&c->wire);
-			c->wsent = 0;
-		}
-		if (c->eof) {
-			c->self_sent = c->whole;
-			writer_release(c);
-			return;
-		}
-		unsigned seen = atomic_load(&c->notes);
-		if (c->whole) {
-			if (whole_wire(c))
-				continue;
-		} else {
-			bool done = false;
-			tf_buf_reset(&c->pend);
-			c->sent = 0;
-			if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
-				tf_gen_cancel(c->gen);
-				c->failed = true;
-				continue;
-			}
-			c->made_tok = tf_gen_read(c->gen);
-			if (done)
-				c->eof = true;
-			if (c->pend.len) { /* one HTTP chunk */
-				if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
-				    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
-				    tf_buf_puts(&c->wire, "\r\n")) {
-					tf_gen_cancel(c->gen);
-					c->failed = true;
-				}
-				tf_buf_reset(&c->pend);
-				continue;
-			}
-			if (c->eof)
-				continue;
-		}
-		pthread_mutex_lock(&c->mu);
-		bool park = atomic_load(&c->notes) == seen;
-		if (park)
-			c->state = C_PARKED;
-		pthread_mutex_unlock(&c->mu);
-		if (park)
-			return;
-	}
-}
-
-static void *writer_main(void *arg)
-{
-	struct writer *w = arg;
-	struct tf_server *s = w->s;
-	struct epoll_event evs[64];
-	for (;;) {
-		pthread_mutex_lock(&w->mu);
-		struct conn *q = w->head;
-		w->head = w->tail = NULL;
-		bool down = atomic_load(&s->stopping), idle = !q && !down;
-		w->down = down;
-		w->idle = idle;
-		pthread_mutex_unlock(&w->mu);
-		while (q) {
-			struct conn *c = q;
-			q = c->wnext;
-			pthread_mutex_lock(&c->mu);
-			c->state = C_WRITING;
-			pthread_mutex_unlock(&c->mu);
-			writer_step(w, c); /* with stopping set: released to MHD */
-		}
-		if (down)
-			break;
-		/* Idle (the queue was empty): sleep until a push kicks the
-		 * eventfd; busy: only look at the blocked sockets. */
-		int n = epoll_wait(w->ep, evs, 64, idle ? 100 : 0);
-		for (int i = 0; i < n; i++) {
-			struct conn *c = evs[i].data.ptr;
-			if (!c) { /* the kick */
-				uint64_t v;
-				if (read(w->kick, &v, sizeof(v)) < 0 && errno != EAGAIN)
-					tf_log(TF_LOG_WARN, "stream writer: %s", strerror(errno));
-				continue;
-			}
-			blocked_drop(w, c);
-			if (evs[i].events & (EPOLLERR | EPOLLHUP))
-				atomic_store(&c->gone, true);
-			writer_step(w, c);
-		}
-		/* A client that stopped reading: after the connection timeout
-		 * with no room, it is treated as gone. */
-		double t = mono();
-		for (size_t i = 0; i < w->nblocked && s->c.timeout_s;) {
-			struct conn *c = w->blocked[i];
-			if (t - c->blocked_at < s->c.timeout_s) {
-				i++;
-				continue;
-			}
-			blocked_drop(w, c);
-			atomic_store(&c->gone, true);
-			writer_release(c);
-		}
-	}
-	while (w->nblocked) { /* a stop: MHD ends them all */
-		struct conn *c = w->blocked[0];
-		blocked_drop(w, c);
-		writer_release(c);
-	}
-	return NULL;
-}
-
-/* Start n writers. */
-static tf_status writers_start(struct tf_server *s, unsigned n)
-{
-	s->writers = tf_calloc(n, sizeof(*s->writers));
-	if (!s->writers)
-		return tf_err(TF_ERR_NOMEM, "server: out of memory");
-	for (unsigned i = 0; i < n; i++) {
-		struct writer *w = &s->writers[i];
-		w->s = s;
-		pthread_mutex_init(&w->mu, NULL);
-		s->nwriters++;
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-		w->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		w->ep = epoll_create1(EPOLL_CLOEXEC);
-		if (w->kick < 0 || w->ep < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->kick, &ev))
-			return tf_err_errno(TF_ERR_OS, "cannot set up a stream writer");
-		int e = pthread_create(&w->thread, NULL, writer_main, w);
-		if (e) {
-			errno = e;
-			return tf_err_errno(TF_ERR_OS, "cannot start a stream writer");
-		}
-		w->started = true;
-	}
-	return TF_OK;
-}
-
-/* Stop the writers (s->stopping is set): each gives every connection it
- * holds back to MHD and exits; later notifications resume directly. */
-static void writers_stop(struct tf_server *s)
-{
-	for (unsigned i = 0; i < s->nwriters; i++) {
-		struct writer *w = &s->writers[i];
-		if (!w->started)
-			continue;
-		uint64_t one = 1;
-		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
-		pthread_join(w->thread, NULL);
-		w->started = false;
-	}
-}
-
-static void writers_free(struct tf_server *s)
-{
-	for (unsigned i = 0; i < s->nwriters; i++) {
-		struct writer *w = &s->writers[i];
-		if (w->kick >= 0)
-			close(w->kick);
-		if (w->ep >= 0)
-			close(w->ep);
-		pthread_mutex_destroy(&w->mu);
-		free(w->blocked);
-	}
-	free(s->writers);
-	s->writers = NULL;
-	s->nwriters = 0;
 }
 
 /* A whole reply: called again each time the connection is resumed. */
@@ -866,7 +406,7 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
 	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
 	tf_gen_timing(g, timing && !strcmp(timing, "1"));
-	atomic_store(&c->last_write, mono());
+	atomic_store(&c->last_write, conn_now());
 	gens_add(c);
 	tf_gen_notify(g, on_note, c, c->whole);
 	if (c->whole)
@@ -883,112 +423,6 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	c->answered = true;
 	tf_metrics_http(s->metrics, 200);
 	return ret;
-}
-
-/* The client of a parked request half-closed its socket (ticker): it may
- * have closed it whole, or only its sending side and still be reading.
- * Send it a few harmless bytes: a closed socket answers them with a reset,
- * which the next look sees (POLLERR). A whole reply gets an interim
- * "100 Continue" (HTTP/1.1 clients skip 1xx replies; MHD has sent nothing
- * yet, the connection is suspended), a stream an SSE comment line through
- * its writer. An HTTP/1.0 client cannot take a 1xx: it counts as gone. */
-static void probe(struct conn *c)
-{
-	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-	if (!c->whole) {
-		atomic_store(&c->probe, true);
-		wake(c);
-		return;
-	}
-	pthread_mutex_lock(&c->mu);
-	bool parked = c->state == C_PARKED;
-	ssize_t n = parked && c->http11 ? send(c->fd, cont, sizeof(cont) - 1,
-					       MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
-	pthread_mutex_unlock(&c->mu);
-	if (!parked) { /* resumed meanwhile: look again later */
-		c->probed = false;
-	} else if (n != (ssize_t)sizeof(cont) - 1) {
-		atomic_store(&c->gone, true);
-		wake(c);
-	} else {
-		atomic_store(&c->half, true);
-	}
-}
-
-/* The ticker: every 50 ms, resume streams due a keepalive, find clients
- * that left suspended requests (MHD does not watch suspended sockets), and
- * pump abandoned generations to their end. */
-static void *ticker_main(void *arg)
-{
-	struct tf_server *s = arg;
-	double keep = s->c.env.keepalive_s, last_peek = 0;
-	struct pollfd *pf = NULL;
-	struct conn **pc = NULL;
-	size_t cap = 0;
-	while (!atomic_load(&s->stopping)) {
-		struct timespec ts = {0, 50 * 1000000L};
-		nanosleep(&ts, NULL);
-		double t = mono();
-		bool peek = t - last_peek >= 0.1;
-		size_t n = 0;
-		pthread_mutex_lock(&s->list_mu);
-		for (struct conn *c = s->gens; c; c = c->next) {
-			pthread_mutex_lock(&c->mu);
-			bool susp = c->state == C_PARKED;
-			pthread_mutex_unlock(&c->mu);
-			if (!susp)
-				continue;
-			if (!c->whole && keep > 0 && t - atomic_load(&c->last_write) >= keep) {
-				wake(c);
-				continue;
-			}
-			if (!peek)
-				continue;
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				if (tf_realloc_array(&pf, nc, sizeof(*pf)) || tf_realloc_array(&pc, nc, sizeof(*pc)))
-					break;
-				cap = nc;
-			}
-			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLRDHUP};
-			pc[n++] = c;
-		}
-		if (n && poll(pf, n, 0) > 0)
-			for (size_t i = 0; i < n; i++) {
-				short r = pf[i].revents;
-				if (r & (POLLERR | POLLHUP | POLLNVAL)) { /* closed, or reset */
-					atomic_store(&pc[i]->gone, true);
-					wake(pc[i]);
-				} else if ((r & POLLRDHUP) && !pc[i]->probed) {
-					pc[i]->probed = true;
-					probe(pc[i]);
-				}
-			}
-		if (peek) {
-			last_peek = t;
-			tf_slots_tick(s->slots);
-		}
-		/* Abandoned generations: pump to the end (the cancel lands at the
-		 * next round boundary), then record and free. */
-		for (size_t i = 0; i < s->ngraves;) {
-			bool done = false;
-			struct grave *gv = &s->graves[i];
-			for (int k = 0; k < 64 && !done; k++)
-				if (tf_gen_pump(gv->gen, 0, NULL, &done))
-					tf_gen_cancel(gv->gen);
-			if (done) {
-				record(s, gv->gen, false, gv->delivered);
-				tf_gen_free(gv->gen);
-				*gv = s->graves[--s->ngraves];
-			} else {
-				i++;
-			}
-		}
-		pthread_mutex_unlock(&s->list_mu);
-	}
-	free(pf);
-	free(pc);
-	return NULL;
 }
 
 static enum MHD_Result serve_health(struct MHD_Connection *mc, struct conn *c, bool authed)
@@ -1357,7 +791,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	unsigned pool = c->threads;
 	if (!pool)
 		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
-	if ((rc = writers_start(s, pool))) /* as many stream writers as HTTP threads */
+	if ((rc = tf_deliver_writers_start(s, pool))) /* as many stream writers as HTTP threads */
 		goto fail;
 	struct sockaddr_storage ss = {0};
 	/* epoll threads that never block: generations suspend their connection
@@ -1399,7 +833,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	}
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : c->port;
-	int e = pthread_create(&s->ticker, NULL, ticker_main, s);
+	int e = pthread_create(&s->ticker, NULL, tf_deliver_ticker, s);
 	if (e) {
 		errno = e;
 		MHD_stop_daemon(s->d);
@@ -1412,8 +846,8 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	return TF_OK;
 fail:
 	atomic_store(&s->stopping, true);
-	writers_stop(s);
-	writers_free(s);
+	tf_deliver_writers_stop(s);
+	tf_deliver_writers_free(s);
 	tf_prep_free(s->prep);
 	pthread_mutex_destroy(&s->list_mu);
 	tf_slots_free(s->slots);
@@ -1440,25 +874,18 @@ static void sleep_ms(int ms)
 		;
 }
 
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 long tf_server_drain(struct tf_server *s, double drain_s, atomic_int *signals)
 {
 	atomic_store(&s->draining, true);
-	double end = mono() + drain_s;
-	while (atomic_load(&s->inflight) > 0 && mono() < end && (!signals || atomic_load(signals) < 2))
+	double end = conn_now() + drain_s;
+	while (atomic_load(&s->inflight) > 0 && conn_now() < end && (!signals || atomic_load(signals) < 2))
 		sleep_ms(20);
 	long left = atomic_load(&s->inflight);
 	if (left > 0) {
 		tf_log(TF_LOG_WARN, "halting %ld request%s still running", left, left == 1 ? "" : "s");
 		tf_engine_halt(s->c.env.engine, "server restarting: retry shortly");
-		double cut = mono() + 2.0;
-		while (atomic_load(&s->inflight) > 0 && mono() < cut)
+		double cut = conn_now() + 2.0;
+		while (atomic_load(&s->inflight) > 0 && conn_now() < cut)
 			sleep_ms(20);
 	}
 	return left;
@@ -1475,12 +902,12 @@ void tf_server_stop(struct tf_server *s)
 		pthread_join(s->ticker, NULL);
 		s->ticking = false;
 	}
-	writers_stop(s);
+	tf_deliver_writers_stop(s);
 	tf_prep_free(s->prep); /* its jobs resume their connections */
 	s->prep = NULL;
 	pthread_mutex_lock(&s->list_mu);
 	for (struct conn *c = s->gens; c; c = c->next)
-		wake(c);
+		tf_deliver_wake(c);
 	pthread_mutex_unlock(&s->list_mu);
 	MHD_stop_daemon(s->d);
 	s->d = NULL;
@@ -1491,7 +918,7 @@ void tf_server_stop(struct tf_server *s)
 		for (int k = 0; k < 100 && !done; k++)
 			if (tf_gen_pump(gv->gen, 50, NULL, &done))
 				tf_gen_cancel(gv->gen);
-		record(s, gv->gen, false, gv->delivered);
+		tf_server_record(s, gv->gen, false, gv->delivered);
 		tf_gen_free(gv->gen);
 	}
 	s->ngraves = 0;
@@ -1505,7 +932,7 @@ void tf_server_free(struct tf_server *s)
 	tf_slots_free(s->slots);
 	tf_metrics_free(s->metrics);
 	pthread_mutex_destroy(&s->list_mu);
-	writers_free(s);
+	tf_deliver_writers_free(s);
 	free(s->graves);
 	free(s->keys);
 	free(s);
