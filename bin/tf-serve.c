@@ -50,8 +50,8 @@ static const struct tf_opt opts[] = {
 	{"api-key-file", 0, TF_OPT_STR, &api_key_file, "FILE", "TF_API_KEY_FILE", NULL, "file of API keys, one a line", 0, 0, NULL},
 	{"body-max", 0, TF_OPT_SIZE, &body_max, "SIZE", "TF_BODY_MAX", "32M", "request body limit (413 past it)", 0, (double)(1ull << 32), NULL},
 	{"headers-max", 0, TF_OPT_INT, &headers_max, "N", "TF_HEADERS_MAX", "100", "header lines per request (431 past it)", 1, 10000, NULL},
-	{"timeout", 't', TF_OPT_INT, &timeout_s, "S", "TF_HTTP_TIMEOUT_S", "120", "seconds a connection may idle or take to send its request", 1, 86400, NULL},
-	{"connections", 0, TF_OPT_INT, &connections, "N", "TF_CONNECTIONS", "2048", "open connections at once", 1, 1 << 20, NULL},
+	{"timeout", 't', TF_OPT_INT, &timeout_s, "S", "TF_HTTP_TIMEOUT_S", "120", "seconds a connection may idle or take to send a whole request", 1, 86400, NULL},
+	{"connections", 0, TF_OPT_INT, &connections, "N", "TF_CONNECTIONS", "2048", "connection slots (past them the idle and the slow make room, else 503)", 1, 1 << 20, NULL},
 	{"http-threads", 0, TF_OPT_INT, &http_threads, "N", "TF_HTTP_THREADS", "0", "HTTP threads and stream writers, each (0: one per CPU, at most 4)", 0, 256, NULL},
 	{"drain", 0, TF_OPT_DOUBLE, &drain_s, "S", "TF_DRAIN_S", "20", "seconds running requests get after a stop signal", 0, 86400, NULL},
 	{"keepalive", 0, TF_OPT_DOUBLE, &keepalive_s, "S", "TF_SSE_KEEPALIVE_S", "15", "silence before a stream keepalive (0: off)", 0, 86400, NULL},
@@ -111,9 +111,16 @@ static void read_key_file(const char *file, char ***v, size_t *n)
 	if (stat(file, &sb) == 0 && (sb.st_mode & 077))
 		tf_warn("the key file '%s' is readable by others (mode %03o)", file,
 			(unsigned)(sb.st_mode & 0777));
-	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n"))
-		if (line[0] != '#')
-			split_keys(line, v, n);
+	/* '#' at the start of a line or after a blank starts a comment (a key
+	 * may hold '#' elsewhere). */
+	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+		for (char *h = strchr(line, '#'); h; h = strchr(h + 1, '#'))
+			if (h == line || h[-1] == ' ' || h[-1] == '\t') {
+				*h = 0;
+				break;
+			}
+		split_keys(line, v, n);
+	}
 	free(data);
 }
 

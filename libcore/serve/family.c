@@ -120,7 +120,7 @@ static tf_status plain_render(void *ctx, const json_t *req, struct tf_buf *text,
 			return TF_ERR_NOMEM;
 		const json_t *r = json_object_get(m, "reasoning_content");
 		if (json_is_string(r) && (tf_buf_puts(text, "<think>") ||
-					  tf_buf_puts(text, json_string_value(r)) ||
+					  tf_buf_append(text, json_string_value(r), json_string_length(r)) ||
 					  tf_buf_puts(text, THINK_END)))
 			return TF_ERR_NOMEM;
 		if (content_text(json_object_get(m, "content"), text))
@@ -131,8 +131,11 @@ static tf_status plain_render(void *ctx, const json_t *req, struct tf_buf *text,
 		json_array_foreach(calls, k, c) {
 			const json_t *f = json_object_get(c, "function");
 			const char *n = json_string_value(json_object_get(f, "name"));
-			const char *a = json_string_value(json_object_get(f, "arguments"));
-			if (tf_buf_printf(text, " [call %s %s]", n ? n : "?", a ? a : "{}"))
+			const json_t *a = json_object_get(f, "arguments");
+			if (tf_buf_printf(text, " [call %s ", n ? n : "?") ||
+			    (json_is_string(a) ? tf_buf_append(text, json_string_value(a), json_string_length(a))
+					       : tf_buf_puts(text, "{}")) ||
+			    tf_buf_putc(text, ']'))
 				return TF_ERR_NOMEM;
 		}
 		if (tf_buf_putc(text, '\n'))

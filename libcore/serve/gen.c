@@ -50,6 +50,7 @@ struct tf_gen {
 	double t_made;                /* when the token being turned into text was made */
 	double t_start, t_last_write, t_last_event, t_end;
 	uint32_t events;
+	uint32_t nread;               /* completion tokens pumped */
 	double itl_sum, itl_max;
 	uint32_t itl_n[TF_METRICS_NB + 1];
 	/* Log-probabilities (OpenAI routes, when asked): entries not yet
@@ -767,7 +768,7 @@ static tf_status prompt_ids(struct tf_gen *g, int32_t **ids, size_t *n)
 		return TF_OK;
 	}
 	if (g->req.api == TF_API_COMPLETIONS)
-		return f->encode(f->ctx, g->req.prompt, strlen(g->req.prompt), ids, n);
+		return f->encode(f->ctx, g->req.prompt, g->req.prompt_len, ids, n);
 	if (g->env->memo)
 		tf_memo_restore(g->env->memo, g->req.chat);
 	struct tf_buf text = TF_BUF_INIT;
@@ -918,6 +919,7 @@ tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *d
 	double made[256];
 	bool jdone = false;
 	size_t n = tf_engine_job_read_timed(g->job, t, made, 256, wait_ms, &jdone);
+	g->nread += (uint32_t)n;
 	rc = tokens_in(g, t, made, n);
 	if (rc) {
 		tf_engine_job_cancel(g->job);
@@ -1052,6 +1054,11 @@ bool tf_gen_done(const struct tf_gen *g)
 	return g->done;
 }
 
+uint32_t tf_gen_read(const struct tf_gen *g)
+{
+	return g->nread;
+}
+
 void tf_gen_cancel(struct tf_gen *g)
 {
 	if (g->job)
@@ -1070,6 +1077,7 @@ void tf_gen_outcome(struct tf_gen *g, struct tf_gen_outcome *o)
 		.prompt = r.prompt,
 		.cached = r.cached,
 		.completion = r.completion,
+		.delivered = r.completion,
 		.reasoning = g->reasoning_tokens,
 		.ttft_s = r.ttft_s,
 		.e2e_s = (g->t_end ? g->t_end : now_s()) - g->t_start,

@@ -86,6 +86,10 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r);
  * tf_engine_job_notify. */
 void tf_gen_notify(struct tf_gen *g, void (*fn)(void *ctx), void *ctx, bool end_only);
 
+/* Completion tokens pumped so far (their text is in what the pumps
+ * appended). */
+uint32_t tf_gen_read(const struct tf_gen *g);
+
 /* True once pumping said done. */
 bool tf_gen_done(const struct tf_gen *g);
 
@@ -96,6 +100,7 @@ void tf_gen_cancel(struct tf_gen *g);
 struct tf_gen_outcome {
 	bool failed, halted, cancelled;
 	uint32_t prompt, cached, completion, reasoning;
+	uint32_t delivered;        /* of completion, those the client got: all, unless the caller says */
 	double ttft_s, e2e_s, queued_s, prefill_s, decode_s;
 	uint32_t events;           /* token-bearing frames written */
 	double itl_sum_s, itl_max_s; /* gaps between those frames */

@@ -32,7 +32,8 @@ struct tf_metrics {
 	double t0;
 	uint64_t requests, ok, failed, cancelled, halted, rejected;
 	uint64_t http[6]; /* by status class 1xx..5xx (index 1..5) */
-	uint64_t prompt, cached, completion, reasoning;
+	uint64_t prompt, cached, completion, delivered, reasoning;
+	uint64_t conn[TF_CONN_NEVENTS];
 	uint64_t fin_stop, fin_length;
 	struct hist ttft, e2e, tpot, itl, queue, prefill, decode;
 };
@@ -85,6 +86,7 @@ void tf_metrics_generation(struct tf_metrics *m, const struct tf_gen_outcome *o)
 	m->prompt += o->prompt;
 	m->cached += o->cached;
 	m->completion += o->completion;
+	m->delivered += o->delivered < o->completion ? o->delivered : o->completion;
 	m->reasoning += o->reasoning;
 	if (o->completion && o->ttft_s > 0)
 		observe(&m->ttft, o->ttft_s);
@@ -120,6 +122,27 @@ void tf_metrics_rejected(struct tf_metrics *m)
 	pthread_mutex_unlock(&m->mu);
 }
 
+void tf_metrics_conn(struct tf_metrics *m, enum tf_conn_event e)
+{
+	pthread_mutex_lock(&m->mu);
+	m->conn[e]++;
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* A label value in the text format: backslash, double quote and newline
+ * escaped; cut (never mid-escape) to fit n bytes. */
+static void label(char *out, size_t n, const char *name, const char *v)
+{
+	size_t k = (size_t)snprintf(out, n, "%s=\"", name);
+	for (; *v && k + 4 < n; v++) {
+		if (*v == '\\' || *v == '"' || *v == '\n')
+			out[k++] = '\\';
+		out[k++] = *v == '\n' ? 'n' : *v;
+	}
+	out[k++] = '"';
+	out[k] = 0;
+}
+
 static void metric(struct tf_buf *o, const char *name, const char *type, const char *help,
 		   const char *labels, double v)
 {
@@ -143,11 +166,11 @@ static void histogram(struct tf_buf *o, const char *name, const char *help, cons
 }
 
 void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_engine_stats *es,
-		      long inflight, bool draining, struct tf_buf *o)
+		      const struct tf_metrics_now *now, struct tf_buf *o)
 {
-	char tl[256], vl[256];
-	snprintf(tl, sizeof(tl), "model=\"%s\"", model);
-	snprintf(vl, sizeof(vl), "model_name=\"%s\"", model);
+	char tl[512], vl[512];
+	label(tl, sizeof(tl), "model", model);
+	label(vl, sizeof(vl), "model_name", model);
 	pthread_mutex_lock(&m->mu);
 	struct tf_metrics c = *m;
 	pthread_mutex_unlock(&m->mu);
@@ -158,7 +181,8 @@ void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_e
 	metric(o, "tf_requests_rejected_total", "counter", "generations refused while draining", tl, (double)c.rejected);
 	metric(o, "tf_prompt_tokens_total", "counter", "prompt tokens of finished generations", tl, (double)c.prompt);
 	metric(o, "tf_cached_tokens_total", "counter", "prompt tokens resumed instead of prefilled", tl, (double)c.cached);
-	metric(o, "tf_completion_tokens_total", "counter", "generated tokens", tl, (double)c.completion);
+	metric(o, "tf_completion_tokens_total", "counter", "generated tokens (delivered or not)", tl, (double)c.completion);
+	metric(o, "tf_delivered_tokens_total", "counter", "generated tokens whose bytes were handed to the client's socket", tl, (double)c.delivered);
 	metric(o, "tf_reasoning_tokens_total", "counter", "generated tokens of reasoning", tl, (double)c.reasoning);
 	tf_buf_printf(o, "# HELP tf_http_responses_total HTTP responses by status class\n"
 			 "# TYPE tf_http_responses_total counter\n");
@@ -170,8 +194,17 @@ void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_e
 	metric(o, "tf_requests_running", "gauge", "requests holding a lane", tl, es->running);
 	metric(o, "tf_requests_filling", "gauge", "running requests still prefilling", tl, es->filling);
 	metric(o, "tf_requests_waiting", "gauge", "requests queued for a lane", tl, es->waiting);
-	metric(o, "tf_requests_inflight", "gauge", "generation requests the server holds", tl, (double)inflight);
-	metric(o, "tf_draining", "gauge", "1 while the server drains", tl, draining);
+	metric(o, "tf_requests_inflight", "gauge", "generation requests the server holds", tl, (double)now->inflight);
+	metric(o, "tf_draining", "gauge", "1 while the server drains", tl, now->draining);
+	metric(o, "tf_connections_open", "gauge", "connections holding a slot", tl, now->connections);
+	metric(o, "tf_connections_refused_total", "counter", "new connections answered 503: every slot taken", tl, (double)c.conn[TF_CONN_REFUSED]);
+	tf_buf_printf(o, "# HELP tf_connections_shed_total connections closed to make room for new ones\n"
+			 "# TYPE tf_connections_shed_total counter\n"
+			 "tf_connections_shed_total{%s,why=\"idle\"} %llu\n"
+			 "tf_connections_shed_total{%s,why=\"slow\"} %llu\n",
+		      tl, (unsigned long long)c.conn[TF_CONN_SHED_IDLE], tl,
+		      (unsigned long long)c.conn[TF_CONN_SHED_SLOW]);
+	metric(o, "tf_request_timeouts_total", "counter", "requests not whole by the deadline (408)", tl, (double)c.conn[TF_CONN_TIMEOUT]);
 	metric(o, "tf_engine_halted", "gauge", "1 once the engine was halted", tl, es->halted);
 	metric(o, "tf_uptime_seconds", "gauge", "seconds since the server started", tl, now_s() - c.t0);
 	const struct tf_engine_cache_stats *pc = &es->cache;

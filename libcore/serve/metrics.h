@@ -31,9 +31,26 @@ void tf_metrics_http(struct tf_metrics *m, int status);
 /* A generation refused while draining. */
 void tf_metrics_rejected(struct tf_metrics *m);
 
-/* Append the exposition: counters, the engine's gauges from es, the
- * in-flight count and the draining flag. */
+/* What the connection slots did (slots.h). */
+enum tf_conn_event {
+	TF_CONN_REFUSED,   /* a new connection answered 503: no slot */
+	TF_CONN_SHED_IDLE, /* an idle keep-alive connection closed to make room */
+	TF_CONN_SHED_SLOW, /* a slow sender answered 503 to make room */
+	TF_CONN_TIMEOUT,   /* a request not whole by the deadline (408) */
+	TF_CONN_NEVENTS
+};
+void tf_metrics_conn(struct tf_metrics *m, enum tf_conn_event e);
+
+/* The gauges the exposition reads at the time of writing. */
+struct tf_metrics_now {
+	long inflight;       /* generations the server holds */
+	bool draining;
+	unsigned connections; /* connections holding a slot */
+};
+
+/* Append the exposition: counters, the engine's gauges from es and the
+ * server's from now. The model name is escaped as a label value. */
 void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_engine_stats *es,
-		      long inflight, bool draining, struct tf_buf *out);
+		      const struct tf_metrics_now *now, struct tf_buf *out);
 
 #endif

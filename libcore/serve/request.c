@@ -2,6 +2,7 @@
 #include "serve/request.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,43 @@ static tf_status stops(struct tf_req *r, const char *key)
 			r->stop[r->nstop++] = json_string_value(s);
 	}
 	return TF_OK;
+}
+
+/* Keys whose strings are text the renderers take whole, by length: there
+ * U+0000 is a character like any other. */
+static const char *const text_keys[] = {"content", "text", "prompt", "reasoning_content", "thinking",
+					"system", "arguments", NULL};
+/* Subtrees passed on as JSON text (tool inputs and schemas): any string. */
+static const char *const json_keys[] = {"input", "parameters", "input_schema", NULL};
+
+static bool listed(const char *const *keys, const char *k)
+{
+	for (; *keys; keys++)
+		if (!strcmp(*keys, k))
+			return true;
+	return false;
+}
+
+/* Everywhere else (the model, roles, names, ids, stops, choices) a string
+ * is read up to its first NUL; the key of one that holds a NUL, refused
+ * rather than cut, or NULL. */
+static const char *nul_in(const json_t *v, const char *key)
+{
+	const char *bad = NULL, *k;
+	size_t i;
+	const json_t *x;
+	if (json_is_string(v))
+		return strlen(json_string_value(v)) != json_string_length(v) &&
+		       !(key && listed(text_keys, key)) ? (key ? key : "the body") : NULL;
+	if (json_is_array(v))
+		json_array_foreach(v, i, x)
+			if ((bad = nul_in(x, key)))
+				return bad;
+	if (json_is_object(v))
+		json_object_foreach((json_t *)v, k, x)
+			if (!listed(json_keys, k) && (bad = nul_in(x, k)))
+				return bad;
+	return NULL;
 }
 
 /* Sampling and limits shared by every generation route. */
@@ -189,6 +227,7 @@ static tf_status parse_completion(struct tf_req *r, uint32_t vocab)
 		p = json_array_get(p, 0);
 	if (json_is_string(p)) {
 		r->prompt = json_string_value(p);
+		r->prompt_len = json_string_length(p);
 		return TF_OK;
 	}
 	if (!json_is_array(p) || json_array_size(p) == 0)
@@ -447,6 +486,12 @@ tf_status tf_req_parse(enum tf_api api, const char *body, size_t n, uint32_t voc
 		rc = tf_err(TF_ERR_FORMAT, "the request body must be a JSON object");
 		goto out;
 	}
+	const char *nul = nul_in(r->body, NULL);
+	if (nul) {
+		r->param = nul;
+		rc = tf_err(TF_ERR_FORMAT, "%s must not contain U+0000 (only text may)", nul);
+		goto out;
+	}
 	if ((rc = common(r)))
 		goto out;
 	switch (api) {
@@ -457,9 +502,15 @@ tf_status tf_req_parse(enum tf_api api, const char *body, size_t n, uint32_t voc
 	}
 out:
 	if (rc) {
-		const char *param = r->param;
+		/* param may be a key of the body: keep a copy past its release */
+		char keep[sizeof(r->param_buf)];
+		snprintf(keep, sizeof(keep), "%s", r->param ? r->param : "");
+		bool named = r->param != NULL;
 		tf_req_release(r);
-		r->param = param;
+		if (named) {
+			memcpy(r->param_buf, keep, sizeof(keep));
+			r->param = r->param_buf;
+		}
 	}
 	return rc;
 }

@@ -32,6 +32,7 @@ struct tf_req {
 	json_t *body;           /* the parsed body (owned) */
 	json_t *chat;           /* OpenAI-shaped chat request to render (owned), chat routes */
 	const char *prompt;     /* completions with a text prompt (borrowed from body) */
+	size_t prompt_len;      /* its bytes (U+0000 may be among them) */
 	int32_t *ids;           /* completions with token ids (owned) */
 	size_t nids;
 	const char *model;      /* as asked, or NULL */
@@ -48,6 +49,7 @@ struct tf_req {
 	int64_t top_logprobs;   /* alternatives per token, 0..TF_REQ_MAX_LOGPROBS */
 	const json_t *tools;    /* offered tools in OpenAI shape (borrowed from chat) or NULL */
 	const char *param;      /* on a failure: the parameter at fault, or NULL */
+	char param_buf[48];     /* where param points when it named a key of the body */
 };
 
 /* Parse and validate n bytes of a body for api. vocab bounds token ids

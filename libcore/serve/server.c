@@ -1,20 +1,20 @@
 /* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
- * plain routes (health, models, metrics, tokenize), generation routes with
- * SSE, the stream writers, keepalive and disconnect detection, drain, and
- * --once. */
+ * connection slots' hooks, the plain routes (health, models, metrics), the
+ * text routes (text.h) and the generation routes (whole and SSE), bodies
+ * prepared off the HTTP threads (prep.h), drain, and --once. What runs off
+ * libmicrohttpd's threads (stream writers, the ticker) is in deliver.c;
+ * the structures both share are in conn.h. */
 #include "serve/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,7 +23,7 @@
 #include "base/digest.h"
 #include "base/log.h"
 #include "base/thread.h"
-#include "serve/metrics.h"
+#include "serve/conn.h"
 
 enum route_kind {
 	R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_TOKENIZE,
@@ -61,101 +61,6 @@ static const struct route routes[] = {
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
-struct conn;
-
-/* A stream writer (see struct conn): a thread with a queue of parked
- * streams that have news, in the order the engine delivered to them, and
- * an epoll for its kick and the sockets waiting for room. */
-struct writer {
-	struct tf_server *s;
-	pthread_t thread;
-	bool started;
-	pthread_mutex_t mu;
-	struct conn *head, *tail; /* the queue, under mu */
-	bool idle, down;          /* under mu */
-	int kick;                 /* eventfd: the queue has work */
-	int ep;
-	struct conn **blocked;    /* the writer's own */
-	size_t nblocked, capblocked;
-};
-
-struct tf_server {
-	struct tf_server_config c;
-	struct MHD_Daemon *d;
-	struct tf_metrics *metrics;
-	uint8_t (*keys)[TF_SHA256_LEN];
-	size_t nkeys;
-	atomic_long inflight;
-	atomic_bool draining;
-	long long started;
-	uint16_t port;
-	/* Generations in flight (for the ticker), and those whose client left
-	 * before the engine ended them (pumped to their end by the ticker). */
-	pthread_mutex_t list_mu;
-	struct conn *gens;
-	struct tf_gen **graves;
-	size_t ngraves, capgraves;
-	pthread_t ticker;
-	atomic_bool stopping;
-	bool ticking;
-	struct writer *writers;
-	unsigned nwriters;
-	atomic_uint next_writer;
-};
-
-/* Who holds a generation's connection (under conn.mu). */
-enum conn_state {
-	C_MHD,     /* MHD: running its callbacks, or about to */
-	C_PARKED,  /* suspended in MHD with nothing to send; nobody pumps */
-	C_QUEUED,  /* suspended, in the writer's queue */
-	C_WRITING, /* suspended, the writer pumps and sends (or waits for room) */
-};
-
-/* One request, from its headers to the end of its reply.
- *
- * A generation never blocks MHD's threads: when there is nothing to send it
- * suspends (parks) its connection. A whole reply is resumed by the engine's
- * notification at its end. A stream, once its headers and first frame went
- * out through MHD, is written by a stream writer: the engine's
- * notification queues the parked connection, and the writer thread pumps
- * the generation and sends its frames as HTTP chunks straight to the
- * socket, while MHD keeps the connection suspended and so never touches
- * the socket. This costs one send per event instead of MHD's resume (a
- * wakeup through its inter-thread pipe per connection and event), and each
- * writer delivers its streams in the engine's order. A socket that cannot
- * take a frame whole waits in the writer's epoll; the writer hands the
- * connection back to MHD (resume) for the end of the stream (MHD writes
- * the last chunk), a client that left, a failure or a stop. The notes
- * counter closes the race between "nothing to send" and "park": a
- * notification after the last look is seen under mu before parking. */
-struct conn {
-	struct tf_server *s;
-	struct MHD_Connection *mc;
-	const struct route *route;
-	struct tf_buf body;
-	bool too_big, counted, recorded;
-	bool answered;        /* a reply was queued */
-	int fd;
-	struct tf_gen *gen;   /* a generation in flight */
-	bool whole;           /* not streamed */
-	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
-	size_t sent;
-	bool eof;
-	bool failed;          /* pumping failed: end the stream with an error */
-	struct tf_buf wire;   /* the writer: chunked bytes not yet sent (from wsent) */
-	size_t wsent;
-	bool nodelay;         /* the writer set TCP_NODELAY */
-	double blocked_at;    /* the writer: when the socket last refused bytes */
-	struct writer *w;     /* the stream's writer */
-	struct conn *wnext;   /* in the writer's queue */
-	pthread_mutex_t mu;   /* guards state */
-	enum conn_state state;
-	atomic_uint notes;    /* engine notifications so far */
-	atomic_bool gone;     /* the client left (seen by the ticker or a writer) */
-	_Atomic double last_write; /* monotonic seconds of the last bytes out */
-	struct conn *prev, *next; /* in s->gens while gen is set */
-};
-
 static enum tf_api api_of(enum route_kind k)
 {
 	return k == R_CHAT ? TF_API_CHAT : k == R_COMPLETIONS ? TF_API_COMPLETIONS
@@ -190,6 +95,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *mc, struct conn *c,
 	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
 	if (c) {
+		tf_slot_busy(c->s->slots, c->slot);
 		c->answered = true;
 		tf_metrics_http(c->s->metrics, r->status);
 	}
@@ -220,55 +126,30 @@ static enum MHD_Result send_error(struct MHD_Connection *mc, struct conn *c, boo
 	return ret;
 }
 
-static double mono(void);
-
-static void record(struct tf_server *s, struct tf_gen *g)
+/* Count a finished generation: ok only when its reply went out whole (its
+ * last byte handed to the socket); otherwise cancelled, unless it failed,
+ * with only the tokens the client got counted as delivered. */
+void tf_server_record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t delivered)
 {
 	struct tf_gen_outcome o;
 	tf_gen_outcome(g, &o);
+	if (!whole) {
+		o.cancelled = !o.failed;
+		o.delivered = delivered;
+	}
 	tf_metrics_generation(s->metrics, &o);
 }
 
-/* Resume a parked connection (any thread): MHD takes it over. */
-static void wake(struct conn *c)
+/* Whether the client of a whole reply half-closed its socket (HTTP/1.1
+ * only: one that did is sent its reply by a writer, see whole_wire). */
+static bool half_closed(struct conn *c)
 {
-	pthread_mutex_lock(&c->mu);
-	if (c->state == C_PARKED) {
-		c->state = C_MHD;
-		MHD_resume_connection(c->mc);
+	if (!atomic_load(&c->half) && c->http11) {
+		struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+		if (poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
+			atomic_store(&c->half, true);
 	}
-	pthread_mutex_unlock(&c->mu);
-}
-
-/* Queue a parked stream for the writer; c->mu held. Once the writer is
- * down (a stop) MHD takes the connection back instead. */
-static void queue_locked(struct conn *c)
-{
-	struct writer *w = c->w;
-	pthread_mutex_lock(&w->mu);
-	bool down = w->down, kick = false;
-	if (!down) {
-		c->wnext = NULL;
-		if (w->tail)
-			w->tail->wnext = c;
-		else
-			w->head = c;
-		w->tail = c;
-		kick = w->idle;
-		w->idle = false;
-	}
-	pthread_mutex_unlock(&w->mu);
-	if (down) {
-		c->state = C_MHD;
-		MHD_resume_connection(c->mc);
-		return;
-	}
-	c->state = C_QUEUED;
-	if (kick) {
-		uint64_t one = 1;
-		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
-	}
+	return atomic_load(&c->half);
 }
 
 /* The engine's notification: tokens arrived or the job ended. A parked
@@ -279,11 +160,11 @@ static void on_note(void *ctx)
 	atomic_fetch_add(&c->notes, 1);
 	pthread_mutex_lock(&c->mu);
 	if (c->state == C_PARKED) {
-		if (c->whole || atomic_load(&c->s->stopping)) {
+		if (atomic_load(&c->s->stopping) || (c->whole && !half_closed(c))) {
 			c->state = C_MHD;
 			MHD_resume_connection(c->mc);
 		} else {
-			queue_locked(c);
+			tf_deliver_queue_locked(c);
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -317,8 +198,9 @@ static void gens_add(struct conn *c)
 }
 
 /* Take the generation off the connection: stop its notifications, and
- * record it, or leave it to the ticker while the engine still holds it. */
-static void gens_drop(struct conn *c)
+ * record it (whole: its reply went out whole), or leave it to the ticker
+ * while the engine still holds it. */
+static void gens_drop(struct conn *c, bool whole)
 {
 	struct tf_server *s = c->s;
 	if (!c->gen)
@@ -339,14 +221,13 @@ static void gens_drop(struct conn *c)
 		    !tf_realloc_array(&s->graves, s->capgraves ? s->capgraves * 2 : 16, sizeof(*s->graves)))
 			s->capgraves = s->capgraves ? s->capgraves * 2 : 16;
 		if (s->ngraves < s->capgraves)
-			s->graves[s->ngraves++] = c->gen;
+			s->graves[s->ngraves++] = (struct grave){c->gen, c->delivered};
 		else
 			grave = false; /* out of memory: free it unrecorded */
 	}
 	pthread_mutex_unlock(&s->list_mu);
 	if (!grave) {
-		if (!c->recorded)
-			record(s, c->gen);
+		tf_server_record(s, c->gen, whole && tf_gen_done(c->gen), c->delivered);
 		tf_gen_free(c->gen);
 	}
 	c->gen = NULL;
@@ -358,13 +239,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct conn *c = cls;
 	for (;;) {
+		if (c->pend.len == c->sent) /* MHD took all: it asks again once it sent them */
+			c->delivered = c->made_tok;
 		if (c->pend.len > c->sent) {
 			size_t n = c->pend.len - c->sent;
 			if (n > max)
 				n = max;
 			memcpy(buf, c->pend.data + c->sent, n);
 			c->sent += n;
-			atomic_store(&c->last_write, mono());
+			atomic_store(&c->last_write, conn_now());
 			return (ssize_t)n;
 		}
 		if (c->eof)
@@ -379,16 +262,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		unsigned seen = atomic_load(&c->notes);
 		tf_buf_reset(&c->pend);
 		c->sent = 0;
+		if (atomic_exchange(&c->probe, false))
+			tf_buf_puts(&c->pend, ":\n\n");
 		bool done = false;
 		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
 			tf_gen_cancel(c->gen);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
-		if (done && !c->eof) {
+		c->made_tok = tf_gen_read(c->gen);
+		if (done)
 			c->eof = true;
-			record(c->s, c->gen);
-			c->recorded = true;
-		}
 		if (c->pend.len || c->eof)
 			continue;
 		if (try_suspend(c, seen))
@@ -405,245 +288,11 @@ static void stream_free(void *cls)
 	(void)cls; /* the connection record owns the stream; see completed() */
 }
 
-/* The stream writers. Everything below runs on a writer thread, on
- * connections in C_WRITING: MHD holds them suspended, so the socket and
- * the generation are the writer's alone. */
-
-/* Give the connection back to MHD: it ends the stream (the last chunk
- * after eof, an error otherwise). The last touch of c: once resumed, MHD
- * may close and free it. */
-static void writer_release(struct conn *c)
-{
-	pthread_mutex_lock(&c->mu);
-	c->state = C_MHD;
-	pthread_mutex_unlock(&c->mu);
-	MHD_resume_connection(c->mc);
-}
-
-static void blocked_drop(struct writer *w, struct conn *c)
-{
-	for (size_t i = 0; i < w->nblocked; i++)
-		if (w->blocked[i] == c) {
-			w->blocked[i] = w->blocked[--w->nblocked];
-			break;
-		}
-	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
-}
-
-/* The socket took part of the wire: wait in the epoll for room. */
-static void writer_block(struct writer *w, struct conn *c)
-{
-	struct epoll_event ev = {.events = EPOLLOUT | EPOLLRDHUP, .data.ptr = c};
-	if (w->nblocked == w->capblocked &&
-	    !tf_realloc_array(&w->blocked, w->capblocked ? w->capblocked * 2 : 16, sizeof(*w->blocked)))
-		w->capblocked = w->capblocked ? w->capblocked * 2 : 16;
-	if (w->nblocked == w->capblocked || epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev)) {
-		tf_log(TF_LOG_WARN, "stream writer: cannot wait for a socket: %s", strerror(errno));
-		atomic_store(&c->gone, true);
-		writer_release(c);
-		return;
-	}
-	w->blocked[w->nblocked++] = c;
-	c->blocked_at = mono();
-}
-
-/* Send the wire, pump the generation into chunks, and repeat until there
- * is nothing more (park), the socket is full (block), or the stream is
- * over (release to MHD). */
-static void writer_step(struct writer *w, struct conn *c)
-{
-	struct tf_server *s = w->s;
-	if (!c->nodelay) { /* frames go out as they come: no Nagle delay */
-		int one = 1;
-		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c->nodelay = true;
-	}
-	for (;;) {
-		if (c->failed || atomic_load(&c->gone) || atomic_load(&s->stopping)) {
-			writer_release(c);
-			return;
-		}
-		if (c->wsent < c->wire.len) {
-			ssize_t n = send(c->fd, c->wire.data + c->wsent, c->wire.len - c->wsent,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0) {
-				c->wsent += (size_t)n;
-				atomic_store(&c->last_write, mono());
-			}
-			if (c->wsent < c->wire.len) {
-				if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-					writer_block(w, c);
-				} else { /* the client left */
-					atomic_store(&c->gone, true);
-					writer_release(c);
-				}
-				return;
-			}
-			tf_buf_reset(&c->wire);
-			c->wsent = 0;
-		}
-		if (c->eof) {
-			writer_release(c);
-			return;
-		}
-		unsigned seen = atomic_load(&c->notes);
-		bool done = false;
-		tf_buf_reset(&c->pend);
-		c->sent = 0;
-		if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
-			tf_gen_cancel(c->gen);
-			c->failed = true;
-			continue;
-		}
-		if (done) {
-			c->eof = true;
-			record(s, c->gen);
-			c->recorded = true;
-		}
-		if (c->pend.len) { /* one HTTP chunk */
-			if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
-			    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
-			    tf_buf_puts(&c->wire, "\r\n")) {
-				tf_gen_cancel(c->gen);
-				c->failed = true;
-			}
-			tf_buf_reset(&c->pend);
-			continue;
-		}
-		if (c->eof)
-			continue;
-		pthread_mutex_lock(&c->mu);
-		bool park = atomic_load(&c->notes) == seen;
-		if (park)
-			c->state = C_PARKED;
-		pthread_mutex_unlock(&c->mu);
-		if (park)
-			return;
-	}
-}
-
-static void *writer_main(void *arg)
-{
-	struct writer *w = arg;
-	struct tf_server *s = w->s;
-	struct epoll_event evs[64];
-	for (;;) {
-		pthread_mutex_lock(&w->mu);
-		struct conn *q = w->head;
-		w->head = w->tail = NULL;
-		bool down = atomic_load(&s->stopping), idle = !q && !down;
-		w->down = down;
-		w->idle = idle;
-		pthread_mutex_unlock(&w->mu);
-		while (q) {
-			struct conn *c = q;
-			q = c->wnext;
-			pthread_mutex_lock(&c->mu);
-			c->state = C_WRITING;
-			pthread_mutex_unlock(&c->mu);
-			writer_step(w, c); /* with stopping set: released to MHD */
-		}
-		if (down)
-			break;
-		/* Idle (the queue was empty): sleep until a push kicks the
-		 * eventfd; busy: only look at the blocked sockets. */
-		int n = epoll_wait(w->ep, evs, 64, idle ? 100 : 0);
-		for (int i = 0; i < n; i++) {
-			struct conn *c = evs[i].data.ptr;
-			if (!c) { /* the kick */
-				uint64_t v;
-				if (read(w->kick, &v, sizeof(v)) < 0 && errno != EAGAIN)
-					tf_log(TF_LOG_WARN, "stream writer: %s", strerror(errno));
-				continue;
-			}
-			blocked_drop(w, c);
-			if (evs[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
-				atomic_store(&c->gone, true);
-			writer_step(w, c);
-		}
-		/* A client that stopped reading: after the connection timeout
-		 * with no room, it is treated as gone. */
-		double t = mono();
-		for (size_t i = 0; i < w->nblocked && s->c.timeout_s;) {
-			struct conn *c = w->blocked[i];
-			if (t - c->blocked_at < s->c.timeout_s) {
-				i++;
-				continue;
-			}
-			blocked_drop(w, c);
-			atomic_store(&c->gone, true);
-			writer_release(c);
-		}
-	}
-	while (w->nblocked) { /* a stop: MHD ends them all */
-		struct conn *c = w->blocked[0];
-		blocked_drop(w, c);
-		writer_release(c);
-	}
-	return NULL;
-}
-
-/* Start n writers. */
-static tf_status writers_start(struct tf_server *s, unsigned n)
-{
-	s->writers = tf_calloc(n, sizeof(*s->writers));
-	if (!s->writers)
-		return tf_err(TF_ERR_NOMEM, "server: out of memory");
-	for (unsigned i = 0; i < n; i++) {
-		struct writer *w = &s->writers[i];
-		w->s = s;
-		pthread_mutex_init(&w->mu, NULL);
-		s->nwriters++;
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-		w->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		w->ep = epoll_create1(EPOLL_CLOEXEC);
-		if (w->kick < 0 || w->ep < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->kick, &ev))
-			return tf_err_errno(TF_ERR_OS, "cannot set up a stream writer");
-		int e = pthread_create(&w->thread, NULL, writer_main, w);
-		if (e) {
-			errno = e;
-			return tf_err_errno(TF_ERR_OS, "cannot start a stream writer");
-		}
-		w->started = true;
-	}
-	return TF_OK;
-}
-
-/* Stop the writers (s->stopping is set): each gives every connection it
- * holds back to MHD and exits; later notifications resume directly. */
-static void writers_stop(struct tf_server *s)
-{
-	for (unsigned i = 0; i < s->nwriters; i++) {
-		struct writer *w = &s->writers[i];
-		if (!w->started)
-			continue;
-		uint64_t one = 1;
-		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
-		pthread_join(w->thread, NULL);
-		w->started = false;
-	}
-}
-
-static void writers_free(struct tf_server *s)
-{
-	for (unsigned i = 0; i < s->nwriters; i++) {
-		struct writer *w = &s->writers[i];
-		if (w->kick >= 0)
-			close(w->kick);
-		if (w->ep >= 0)
-			close(w->ep);
-		pthread_mutex_destroy(&w->mu);
-		free(w->blocked);
-	}
-	free(s->writers);
-	s->writers = NULL;
-	s->nwriters = 0;
-}
-
 /* A whole reply: called again each time the connection is resumed. */
 static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 {
+	if (c->self_sent) /* a writer sent it (whole_wire): close */
+		return MHD_NO;
 	if (atomic_load(&c->gone)) {
 		tf_gen_cancel(c->gen);
 		return MHD_NO;
@@ -651,11 +300,14 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 	for (;;) {
 		unsigned seen = atomic_load(&c->notes);
 		bool done = false;
-		for (int k = 0; k < 64 && !done; k++)
+		uint32_t got;
+		do { /* all that is there: the one notification may have come already */
+			got = tf_gen_read(c->gen);
 			if (tf_gen_pump(c->gen, 0, NULL, &done)) {
 				tf_gen_cancel(c->gen);
 				break;
 			}
+		} while (!done && tf_gen_read(c->gen) != got);
 		if (done)
 			break;
 		if (try_suspend(c, seen))
@@ -665,8 +317,6 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 			return MHD_NO;
 		}
 	}
-	record(c->s, c->gen);
-	c->recorded = true;
 	struct tf_reply r = {0};
 	tf_gen_reply(c->gen, &r);
 	enum MHD_Result ret = send_reply(mc, c, &r, NULL, r.status >= 500);
@@ -674,45 +324,89 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 	return ret;
 }
 
+/* A body big enough to stall the HTTP thread is prepared on the prep
+ * thread (prep.h): the connection is suspended meanwhile, and the job
+ * resumes it; MHD then calls the handler again. Returns false when the
+ * job could not be queued (prepare inline). */
+static bool prep_start(struct MHD_Connection *mc, struct conn *c, void (*fn)(void *))
+{
+	if (c->body.len < TF_PREP_MIN_BODY)
+		return false;
+	atomic_store(&c->prep, PREP_RUNNING);
+	MHD_suspend_connection(mc);
+	if (!tf_prep_push(c->s->prep, fn, c))
+		return true;
+	atomic_store(&c->prep, PREP_NONE);
+	MHD_resume_connection(mc);
+	return false;
+}
+
+static void prep_done(struct conn *c)
+{
+	atomic_store(&c->prep, PREP_DONE);
+	MHD_resume_connection(c->mc);
+}
+
+/* Parse and start (any thread): c->pgen, or the refusal in c->err. */
+static void gen_prepare(struct conn *c)
+{
+	struct tf_server *s = c->s;
+	const struct route *rt = c->route;
+	struct tf_req req;
+	tf_status rc = tf_req_parse(api_of(rt->kind), c->body.data, c->body.len,
+				    s->c.env.family->vocab, &req);
+	if (rc)
+		tf_reply_error(&c->err, rt->anthropic, 400, "invalid_request_error", NULL, req.param,
+			       "%s", tf_errmsg(rc));
+	else if (tf_gen_start(&s->c.env, &req, &c->pgen, &c->err))
+		c->pgen = NULL;
+	tf_buf_release(&c->body);
+}
+
+static void gen_job(void *arg)
+{
+	gen_prepare(arg);
+	prep_done(arg);
+}
+
 static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *c)
 {
 	struct tf_server *s = c->s;
 	const struct route *rt = c->route;
-	/* Count first, then look at draining: a stop cannot slip between. */
-	atomic_fetch_add(&s->inflight, 1);
-	c->counted = true;
-	if (atomic_load(&s->draining)) {
-		tf_metrics_rejected(s->metrics);
-		struct tf_reply r = {0};
-		if (rt->anthropic)
-			tf_reply_error(&r, true, 503, "overloaded_error", NULL, NULL,
-				       "server restarting: retry shortly");
-		else
-			tf_reply_error(&r, false, 503, "server_error", "server_restarting", NULL,
-				       "server restarting: retry shortly");
-		r.retry_after = 30;
-		enum MHD_Result ret = send_reply(mc, c, &r, NULL, true);
-		tf_reply_release(&r);
-		return ret;
+	if (atomic_load(&c->prep) == PREP_NONE) {
+		/* Count first, then look at draining: a stop cannot slip between. */
+		atomic_fetch_add(&s->inflight, 1);
+		c->counted = true;
+		if (atomic_load(&s->draining)) {
+			tf_metrics_rejected(s->metrics);
+			struct tf_reply r = {0};
+			if (rt->anthropic)
+				tf_reply_error(&r, true, 503, "overloaded_error", NULL, NULL,
+					       "server restarting: retry shortly");
+			else
+				tf_reply_error(&r, false, 503, "server_error", "server_restarting", NULL,
+					       "server restarting: retry shortly");
+			r.retry_after = 30;
+			enum MHD_Result ret = send_reply(mc, c, &r, NULL, true);
+			tf_reply_release(&r);
+			return ret;
+		}
+		if (prep_start(mc, c, gen_job))
+			return MHD_YES;
+		gen_prepare(c);
+	} else if (atomic_load(&c->prep) == PREP_RUNNING) {
+		return MHD_YES;
 	}
-	struct tf_req req;
-	struct tf_reply err = {0};
-	tf_status rc = tf_req_parse(api_of(rt->kind), c->body.data, c->body.len,
-				    s->c.env.family->vocab, &req);
-	if (rc) {
-		tf_reply_error(&err, rt->anthropic, 400, "invalid_request_error", NULL, req.param, "%s",
-			       tf_errmsg(rc));
-		goto refuse;
-	}
-	struct tf_gen *g;
-	if (tf_gen_start(&s->c.env, &req, &g, &err))
-		goto refuse;
+	if (!c->pgen)
+		return send_reply(mc, c, &c->err, NULL, false);
+	struct tf_gen *g = c->pgen;
+	c->pgen = NULL;
 	c->gen = g;
 	c->whole = !tf_gen_streaming(g);
 	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
 	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
 	tf_gen_timing(g, timing && !strcmp(timing, "1"));
-	atomic_store(&c->last_write, mono());
+	atomic_store(&c->last_write, conn_now());
 	gens_add(c);
 	tf_gen_notify(g, on_note, c, c->whole);
 	if (c->whole)
@@ -729,84 +423,6 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	c->answered = true;
 	tf_metrics_http(s->metrics, 200);
 	return ret;
-refuse:;
-	enum MHD_Result ret2 = send_reply(mc, c, &err, NULL, false);
-	tf_reply_release(&err);
-	return ret2;
-}
-
-/* The ticker: every 50 ms, resume streams due a keepalive, find clients
- * that left suspended requests (MHD does not watch suspended sockets), and
- * pump abandoned generations to their end. */
-static void *ticker_main(void *arg)
-{
-	struct tf_server *s = arg;
-	double keep = s->c.env.keepalive_s, last_peek = 0;
-	struct pollfd *pf = NULL;
-	struct conn **pc = NULL;
-	size_t cap = 0;
-	while (!atomic_load(&s->stopping)) {
-		struct timespec ts = {0, 50 * 1000000L};
-		nanosleep(&ts, NULL);
-		double t = mono();
-		bool peek = t - last_peek >= 0.1;
-		size_t n = 0;
-		pthread_mutex_lock(&s->list_mu);
-		for (struct conn *c = s->gens; c; c = c->next) {
-			pthread_mutex_lock(&c->mu);
-			bool susp = c->state == C_PARKED;
-			pthread_mutex_unlock(&c->mu);
-			if (!susp)
-				continue;
-			if (!c->whole && keep > 0 && t - atomic_load(&c->last_write) >= keep) {
-				wake(c);
-				continue;
-			}
-			if (!peek)
-				continue;
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				if (tf_realloc_array(&pf, nc, sizeof(*pf)) || tf_realloc_array(&pc, nc, sizeof(*pc)))
-					break;
-				cap = nc;
-			}
-			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLIN | POLLRDHUP};
-			pc[n++] = c;
-		}
-		if (n && poll(pf, n, 0) > 0)
-			for (size_t i = 0; i < n; i++) {
-				short r = pf[i].revents;
-				char b;
-				if (!r)
-					continue;
-				if ((r & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) ||
-				    recv(pf[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
-					atomic_store(&pc[i]->gone, true);
-					wake(pc[i]);
-				}
-			}
-		if (peek)
-			last_peek = t;
-		/* Abandoned generations: pump to the end (the cancel lands at the
-		 * next round boundary), then record and free. */
-		for (size_t i = 0; i < s->ngraves;) {
-			bool done = false;
-			for (int k = 0; k < 64 && !done; k++)
-				if (tf_gen_pump(s->graves[i], 0, NULL, &done))
-					tf_gen_cancel(s->graves[i]);
-			if (done) {
-				record(s, s->graves[i]);
-				tf_gen_free(s->graves[i]);
-				s->graves[i] = s->graves[--s->ngraves];
-			} else {
-				i++;
-			}
-		}
-		pthread_mutex_unlock(&s->list_mu);
-	}
-	free(pf);
-	free(pc);
-	return NULL;
 }
 
 static enum MHD_Result serve_health(struct MHD_Connection *mc, struct conn *c, bool authed)
@@ -855,136 +471,88 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *mc, struct conn *c)
 	struct tf_engine_stats es;
 	tf_engine_stats(s->c.env.engine, &es);
 	struct tf_reply r = {.status = 200, .type = "text/plain; version=0.0.4"};
-	tf_metrics_write(s->metrics, s->c.env.model, &es, atomic_load(&s->inflight),
-			 atomic_load(&s->draining), &r.body);
+	struct tf_metrics_now now = {.inflight = atomic_load(&s->inflight),
+				     .draining = atomic_load(&s->draining),
+				     .connections = tf_slots_live(s->slots)};
+	tf_metrics_write(s->metrics, s->c.env.model, &es, &now, &r.body);
 	enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
 	tf_reply_release(&r);
 	return ret;
 }
 
-static json_t *ids_json(const int32_t *ids, size_t n)
+static enum tf_text_route text_route(enum route_kind k)
 {
-	json_t *a = json_array();
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, json_integer(ids[i]));
-	return a;
+	return k == R_COUNT ? TF_TEXT_COUNT : k == R_TOKENIZE ? TF_TEXT_TOKENIZE : TF_TEXT_DETOKENIZE;
 }
 
-/* count_tokens, /tokenize and /detokenize: the family hook without the engine. */
-static int serve_text(const struct tf_gen_env *env, enum route_kind k, const char *body, size_t n,
-		      struct tf_reply *r)
+static void text_job(void *arg)
 {
-	const struct tf_family *f = env->family;
-	bool anthropic = k == R_COUNT;
-	r->status = 200;
-	r->type = "application/json";
-	if (k == R_COUNT) {
-		struct tf_req req;
-		tf_status rc = tf_req_parse(TF_API_COUNT_TOKENS, body, n, f->vocab, &req);
-		int32_t *ids = NULL;
-		size_t nids = 0;
-		if (!rc)
-			rc = tf_gen_count(env, req.chat, &ids, &nids);
-		if (rc) {
-			tf_reply_error(r, anthropic, rc == TF_ERR_FORMAT ? 400 : 500,
-				       "invalid_request_error", NULL, req.param, "%s", tf_errmsg(rc));
-		} else {
-			json_t *v = json_pack("{s:I}", "input_tokens", (json_int_t)nids);
-			char *s = json_dumps(v, JSON_COMPACT);
-			json_decref(v);
-			tf_buf_puts(&r->body, s ? s : "{}");
-			free(s);
-		}
-		free(ids);
-		tf_req_release(&req);
-		return r->status;
-	}
-	json_error_t e;
-	json_t *b = json_loadb(n ? body : "{}", n ? n : 2, 0, &e);
-	json_t *out = NULL;
-	if (!json_is_object(b)) {
-		tf_reply_error(r, false, 400, "invalid_request_error", NULL, NULL,
-			       "the request body must be a JSON object");
-		goto done;
-	}
-	if (k == R_TOKENIZE) {
-		const json_t *p = json_object_get(b, "prompt"), *m = json_object_get(b, "messages");
-		int32_t *ids = NULL;
-		size_t nids = 0;
-		tf_status rc;
-		if (json_is_string(p))
-			rc = f->encode(f->ctx, json_string_value(p), json_string_length(p), &ids, &nids);
-		else if (json_is_array(m) && json_array_size(m))
-			rc = tf_gen_count(env, b, &ids, &nids);
-		else
-			rc = tf_err(TF_ERR_FORMAT, "tokenize needs a string prompt or a list of messages");
-		if (rc)
-			tf_reply_error(r, false, rc == TF_ERR_FORMAT ? 400 : 500, "invalid_request_error",
-				       NULL, NULL, "%s", tf_errmsg(rc));
-		else
-			out = json_pack("{s:I,s:i,s:o,s:n}", "count", (json_int_t)nids, "max_model_len",
-					(int)env->context, "tokens", ids_json(ids, nids), "token_strs");
-		free(ids);
-	} else {
-		const json_t *t = json_object_get(b, "tokens");
-		size_t cnt = json_array_size(t), i;
-		int32_t *ids = tf_alloc_array(cnt ? cnt : 1, sizeof(*ids));
-		const json_t *v;
-		bool ok = json_is_array(t) && ids;
-		json_array_foreach(t, i, v) {
-			json_int_t id = json_integer_value(v);
-			if (!json_is_integer(v) || id < 0 || id >= f->vocab) {
-				ok = false;
-				break;
-			}
-			ids[i] = (int32_t)id;
-		}
-		struct tf_buf raw = TF_BUF_INIT, text = TF_BUF_INIT;
-		if (!ok)
-			tf_reply_error(r, false, 400, "invalid_request_error", NULL, "tokens",
-				       "detokenize needs a list of token ids (0 to %u)", f->vocab - 1);
-		else if (f->decode(f->ctx, ids, cnt, &raw))
-			tf_reply_error(r, false, 500, "server_error", NULL, NULL, "decode failed");
-		else {
-			tf_utf8_fix(raw.data ? raw.data : "", raw.len, &text);
-			out = json_pack("{s:s%}", "prompt", text.data ? text.data : "", text.len);
-		}
-		tf_buf_release(&raw);
-		tf_buf_release(&text);
-		free(ids);
-	}
-	if (out) {
-		char *s = json_dumps(out, JSON_COMPACT);
-		json_decref(out);
-		tf_buf_puts(&r->body, s ? s : "{}");
-		free(s);
-	}
-done:
-	json_decref(b);
-	return r->status;
+	struct conn *c = arg;
+	tf_text_serve(&c->s->c.env, text_route(c->route->kind), c->body.data, c->body.len, &c->body,
+		      &c->text);
+	prep_done(c);
 }
 
-static bool key_ok(struct tf_server *s, struct MHD_Connection *mc)
+static ssize_t text_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	if (s->nkeys == 0)
-		return true;
-	const char *k = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
-	const char *a = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
-	if (!k && a && !strncasecmp(a, "Bearer ", 7))
-		k = a + 7;
-	if (!k)
-		return false;
+	struct conn *c = cls;
+	size_t n = tf_text_read(&c->text, (size_t)pos, buf, max);
+	return n ? (ssize_t)n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* count_tokens, /tokenize and /detokenize (text.h); a tokenize body is
+ * written from its ids as it is sent. */
+static enum MHD_Result serve_text(struct MHD_Connection *mc, struct conn *c)
+{
+	if (atomic_load(&c->prep) == PREP_NONE) {
+		if (prep_start(mc, c, text_job))
+			return MHD_YES;
+		tf_text_serve(&c->s->c.env, text_route(c->route->kind), c->body.data, c->body.len,
+			      &c->body, &c->text);
+	} else if (atomic_load(&c->prep) == PREP_RUNNING) {
+		return MHD_YES;
+	}
+	if (!c->text.ids)
+		return send_reply(mc, c, &c->text.r, NULL, false);
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(c->text.size, 64 * 1024, text_read, c, NULL);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	enum MHD_Result ret = MHD_queue_response(mc, 200, resp);
+	MHD_destroy_response(resp);
+	c->answered = true;
+	tf_metrics_http(c->s->metrics, 200);
+	return ret;
+}
+
+/* Whether k is one of the keys: every key, every byte (constant time). */
+static bool key_match(struct tf_server *s, const char *k)
+{
 	uint8_t d[TF_SHA256_LEN];
-	if (tf_sha256(k, strlen(k), d))
+	if (!k || !*k || tf_sha256(k, strlen(k), d))
 		return false;
 	unsigned match = 0;
-	for (size_t i = 0; i < s->nkeys; i++) { /* every key, every byte: constant time */
+	for (size_t i = 0; i < s->nkeys; i++) {
 		unsigned diff = 0;
 		for (size_t j = 0; j < TF_SHA256_LEN; j++)
 			diff |= d[j] ^ s->keys[i][j];
 		match |= diff == 0;
 	}
 	return match != 0;
+}
+
+/* A key in x-api-key or as Authorization: Bearer; either may hold it (a
+ * wrong or empty one in the other header does not count against it). */
+static bool key_ok(struct tf_server *s, struct MHD_Connection *mc)
+{
+	if (s->nkeys == 0)
+		return true;
+	const char *k = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
+	const char *a = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+	bool by_key = key_match(s, k);
+	bool by_bearer = a && !strncasecmp(a, "Bearer ", 7) && key_match(s, a + 7);
+	return by_key || by_bearer;
 }
 
 static const struct route *find_route(const char *method, const char *url, const char **allow)
@@ -997,6 +565,55 @@ static const struct route *find_route(const char *method, const char *url, const
 			*allow = routes[i].method;
 		}
 	return NULL;
+}
+
+/* The headers are in: limits, route and key before any body. What breaks
+ * a limit is answered at once and closes the connection (its body is not
+ * read); a refusal (405, 404, 401) is answered once the body is in and
+ * discarded, so the connection stays open for the next request. */
+static enum MHD_Result headers(struct MHD_Connection *mc, struct conn *c, const char *url,
+			       const char *method)
+{
+	struct tf_server *s = c->s;
+	bool anthropic = !strncmp(url, "/v1/messages", 12) || !strncmp(url, "/messages", 9);
+	char m[128];
+	if (strlen(url) > TF_SERVER_URL_MAX) {
+		snprintf(m, sizeof(m), "the request path is longer than %d bytes", TF_SERVER_URL_MAX);
+		return send_error(mc, c, anthropic, 414, "invalid_request_error", NULL, m);
+	}
+	const union MHD_ConnectionInfo *hi =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	if (MHD_get_connection_values(mc, MHD_HEADER_KIND, NULL, NULL) > (int)s->c.headers_max) {
+		snprintf(m, sizeof(m), "more than %u header lines", s->c.headers_max);
+		return send_error(mc, c, anthropic, 431, "invalid_request_error", NULL, m);
+	}
+	if (hi && hi->header_size > TF_SERVER_HEADER_BYTES) {
+		snprintf(m, sizeof(m), "the request's header is larger than %d bytes",
+			 TF_SERVER_HEADER_BYTES);
+		return send_error(mc, c, anthropic, 431, "invalid_request_error", NULL, m);
+	}
+	const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+	if (cl && strtoull(cl, NULL, 10) > s->c.body_max) {
+		snprintf(m, sizeof(m), "the request body is larger than %zu bytes", s->c.body_max);
+		return send_error(mc, c, anthropic, 413, "invalid_request_error", NULL, m);
+	}
+	const char *allow;
+	c->route = find_route(method, url, &allow);
+	if (!c->route && allow) {
+		tf_reply_error(&c->refusal, anthropic, 405, "invalid_request_error", NULL, NULL,
+			       "method %s is not allowed on %s", method, url);
+		c->allow = allow;
+	} else if (!c->route) {
+		c->refusal = (struct tf_reply){.status = 404, .type = "application/json"};
+		tf_buf_puts(&c->refusal.body, "{\"error\":\"not found\"}");
+	} else if (!c->route->open && !key_ok(s, mc)) {
+		tf_reply_error(&c->refusal, anthropic, 401, "authentication_error", "invalid_api_key",
+			       NULL, "invalid or missing API key");
+	} else {
+		return MHD_YES;
+	}
+	c->refused = true;
+	return MHD_YES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url,
@@ -1012,45 +629,30 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		c->s = s;
 		c->mc = mc;
 		c->fd = -1;
+		c->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
 		pthread_mutex_init(&c->mu, NULL);
 		*con_cls = c;
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (ci)
 			c->fd = ci->connect_fd;
-		const char *allow;
-		c->route = find_route(method, url, &allow);
-		bool anthropic = !strncmp(url, "/v1/messages", 12) || !strncmp(url, "/messages", 9);
-		if (MHD_get_connection_values(mc, MHD_HEADER_KIND, NULL, NULL) > (int)s->c.headers_max) {
-			char m[96];
-			snprintf(m, sizeof(m), "more than %u header lines", s->c.headers_max);
-			return send_error(mc, c, anthropic, 431, "invalid_request_error", NULL, m);
-		}
-		if (!c->route && allow) {
-			struct tf_reply r = {0};
-			tf_reply_error(&r, anthropic, 405, "invalid_request_error", NULL, NULL,
-				       "method %s is not allowed on %s", method, url);
-			enum MHD_Result ret = send_reply(mc, c, &r, allow, false);
-			tf_reply_release(&r);
-			return ret;
-		}
-		if (!c->route)
-			return send_json(mc, c, 404, json_pack("{s:s}", "error", "not found"), 0);
-		if (!c->route->open && !key_ok(s, mc))
-			return send_error(mc, c, anthropic, 401, "authentication_error", "invalid_api_key",
-					  "invalid or missing API key");
-		const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-		if (cl && strtoull(cl, NULL, 10) > s->c.body_max) {
-			char m[96];
-			snprintf(m, sizeof(m), "the request body is larger than %zu bytes", s->c.body_max);
-			return send_error(mc, c, anthropic, 413, "invalid_request_error", NULL, m);
-		}
-		return MHD_YES;
+		ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		c->slot = ci ? ci->socket_context : NULL;
+		if (tf_slot_dead(s->slots, c->slot)) /* refused or shed: answered already */
+			return MHD_NO;
+		tf_slot_headers(s->slots, c->slot);
+		return headers(mc, c, url, method);
 	}
 	if (*upload_size) { /* a piece of the body */
 		if (c->answered) { /* refused at the headers: discard */
 			*upload_size = 0;
 			return MHD_YES;
+		}
+		if (c->refused) { /* refused, the connection kept: discard up to the limit */
+			c->discarded += *upload_size;
+			*upload_size = 0;
+			return c->discarded > s->c.body_max ? send_reply(mc, c, &c->refusal, c->allow, true)
+							    : MHD_YES;
 		}
 		if (!c->too_big && c->body.len + *upload_size > s->c.body_max) {
 			c->too_big = true;
@@ -1061,10 +663,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	tf_slot_busy(s->slots, c->slot); /* the request is whole */
 	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
 		return whole_step(mc, c);
-	if (c->answered || !c->route) /* a reply was queued already */
+	if (c->answered) /* a reply was queued already */
 		return MHD_YES;
+	if (c->refused)
+		return send_reply(mc, c, &c->refusal, c->allow, false);
 	const struct route *rt = c->route;
 	if (c->too_big) {
 		char m[96];
@@ -1077,13 +682,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 	case R_METRICS: return serve_metrics(mc, c);
 	case R_COUNT:
 	case R_TOKENIZE:
-	case R_DETOKENIZE: {
-		struct tf_reply r = {0};
-		serve_text(&s->c.env, rt->kind, c->body.data, c->body.len, &r);
-		enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
-		tf_reply_release(&r);
-		return ret;
-	}
+	case R_DETOKENIZE: return serve_text(mc, c);
 	default:
 		return serve_generation(mc, c);
 	}
@@ -1095,11 +694,16 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	struct conn *c = *con_cls;
 	if (!c)
 		return;
+	tf_slot_idle(c->s->slots, c->slot);
 	if (c->gen && why != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		tf_gen_cancel(c->gen);
-	gens_drop(c);
+	gens_drop(c, why == MHD_REQUEST_TERMINATED_COMPLETED_OK || c->self_sent);
 	if (c->counted)
 		atomic_fetch_sub(&c->s->inflight, 1);
+	tf_gen_free(c->pgen);
+	tf_reply_release(&c->err);
+	tf_reply_release(&c->refusal);
+	tf_text_release(&c->text);
 	tf_buf_release(&c->body);
 	tf_buf_release(&c->pend);
 	tf_buf_release(&c->wire);
@@ -1108,12 +712,50 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* Sockets: each holds a slot from its accept to its close. */
+static void on_socket(void *cls, struct MHD_Connection *mc, void **socket_context,
+		      enum MHD_ConnectionNotificationCode toe)
+{
+	struct tf_server *s = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		tf_slots_close(s->slots, *socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+	*socket_context = ci ? tf_slots_open(s->slots, ci->connect_fd) : NULL;
+}
+
+/* Each connection takes two descriptors (the library's and the slot's
+ * dup): raise the soft limit as far as the hard one allows. */
+static void fd_room(unsigned conns)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)conns * 2 + 256;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < want)
+		tf_log(TF_LOG_WARN, "open files are limited to %llu: fewer connections than "
+		       "--connections may open", (unsigned long long)rl.rlim_cur);
+}
+
+/* libmicrohttpd's messages. It answers some requests itself, before the
+ * handler (malformed, HTTP version, a request line or header section past
+ * the connection memory): it says so here, and these replies are counted
+ * like tf's own. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	if (TF_LOG_INFO > tf_log_level_now)
-		return;
+	struct tf_server *s = cls;
 	char m[512];
 	vsnprintf(m, sizeof(m), fmt, ap);
+	const char *code = strstr(m, "HTTP response code is ");
+	if (code)
+		tf_metrics_http(s->metrics, (int)strtol(code + 22, NULL, 10));
+	if (TF_LOG_INFO > tf_log_level_now)
+		return;
 	size_t n = strlen(m);
 	while (n && m[n - 1] == '\n')
 		m[--n] = 0;
@@ -1130,8 +772,11 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	pthread_mutex_init(&s->list_mu, NULL);
 	s->started = (long long)time(NULL);
 	tf_status rc = tf_metrics_new(&s->metrics);
-	if (rc)
+	if (rc || (rc = tf_slots_new(c->connections_max, c->timeout_s, s->metrics, &s->slots)) ||
+	    (rc = tf_prep_new(&s->prep)))
 		goto fail;
+	unsigned hard = tf_slots_hard_limit(c->connections_max);
+	fd_room(hard);
 	if (c->nkeys) {
 		s->keys = tf_calloc(c->nkeys, sizeof(*s->keys));
 		if (!s->keys) {
@@ -1146,7 +791,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	unsigned pool = c->threads;
 	if (!pool)
 		pool = tf_cpu_count() < 4 ? (unsigned)tf_cpu_count() : 4;
-	if ((rc = writers_start(s, pool))) /* as many stream writers as HTTP threads */
+	if ((rc = tf_deliver_writers_start(s, pool))) /* as many stream writers as HTTP threads */
 		goto fail;
 	struct sockaddr_storage ss = {0};
 	/* epoll threads that never block: generations suspend their connection
@@ -1172,14 +817,15 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 		{MHD_OPTION_END, 0, NULL},
 	};
 	s->d = MHD_start_daemon(flags, c->port, NULL, NULL, handle, s,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				MHD_OPTION_NOTIFY_CONNECTION, on_socket, s,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->connections_max,
+				MHD_OPTION_CONNECTION_LIMIT, hard,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 				MHD_OPTION_ARRAY, pool_opt,
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_END);
 	if (!s->d) {
 		rc = tf_err_errno(TF_ERR_OS, "cannot listen on %s port %u", c->host, (unsigned)c->port);
@@ -1187,7 +833,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	}
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : c->port;
-	int e = pthread_create(&s->ticker, NULL, ticker_main, s);
+	int e = pthread_create(&s->ticker, NULL, tf_deliver_ticker, s);
 	if (e) {
 		errno = e;
 		MHD_stop_daemon(s->d);
@@ -1200,9 +846,11 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 	return TF_OK;
 fail:
 	atomic_store(&s->stopping, true);
-	writers_stop(s);
-	writers_free(s);
+	tf_deliver_writers_stop(s);
+	tf_deliver_writers_free(s);
+	tf_prep_free(s->prep);
 	pthread_mutex_destroy(&s->list_mu);
+	tf_slots_free(s->slots);
 	tf_metrics_free(s->metrics);
 	free(s->keys);
 	free(s);
@@ -1226,25 +874,18 @@ static void sleep_ms(int ms)
 		;
 }
 
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 long tf_server_drain(struct tf_server *s, double drain_s, atomic_int *signals)
 {
 	atomic_store(&s->draining, true);
-	double end = mono() + drain_s;
-	while (atomic_load(&s->inflight) > 0 && mono() < end && (!signals || atomic_load(signals) < 2))
+	double end = conn_now() + drain_s;
+	while (atomic_load(&s->inflight) > 0 && conn_now() < end && (!signals || atomic_load(signals) < 2))
 		sleep_ms(20);
 	long left = atomic_load(&s->inflight);
 	if (left > 0) {
 		tf_log(TF_LOG_WARN, "halting %ld request%s still running", left, left == 1 ? "" : "s");
 		tf_engine_halt(s->c.env.engine, "server restarting: retry shortly");
-		double cut = mono() + 2.0;
-		while (atomic_load(&s->inflight) > 0 && mono() < cut)
+		double cut = conn_now() + 2.0;
+		while (atomic_load(&s->inflight) > 0 && conn_now() < cut)
 			sleep_ms(20);
 	}
 	return left;
@@ -1261,21 +902,24 @@ void tf_server_stop(struct tf_server *s)
 		pthread_join(s->ticker, NULL);
 		s->ticking = false;
 	}
-	writers_stop(s);
+	tf_deliver_writers_stop(s);
+	tf_prep_free(s->prep); /* its jobs resume their connections */
+	s->prep = NULL;
 	pthread_mutex_lock(&s->list_mu);
 	for (struct conn *c = s->gens; c; c = c->next)
-		wake(c);
+		tf_deliver_wake(c);
 	pthread_mutex_unlock(&s->list_mu);
 	MHD_stop_daemon(s->d);
 	s->d = NULL;
 	/* Generations whose clients left: wait for their end, then record. */
 	for (size_t i = 0; i < s->ngraves; i++) {
 		bool done = false;
+		struct grave *gv = &s->graves[i];
 		for (int k = 0; k < 100 && !done; k++)
-			if (tf_gen_pump(s->graves[i], 50, NULL, &done))
-				tf_gen_cancel(s->graves[i]);
-		record(s, s->graves[i]);
-		tf_gen_free(s->graves[i]);
+			if (tf_gen_pump(gv->gen, 50, NULL, &done))
+				tf_gen_cancel(gv->gen);
+		tf_server_record(s, gv->gen, false, gv->delivered);
+		tf_gen_free(gv->gen);
 	}
 	s->ngraves = 0;
 }
@@ -1285,12 +929,36 @@ void tf_server_free(struct tf_server *s)
 	if (!s)
 		return;
 	tf_server_stop(s);
+	tf_slots_free(s->slots);
 	tf_metrics_free(s->metrics);
 	pthread_mutex_destroy(&s->list_mu);
-	writers_free(s);
+	tf_deliver_writers_free(s);
 	free(s->graves);
 	free(s->keys);
 	free(s);
+}
+
+static tf_status once_text(const struct tf_gen_env *env, enum tf_text_route k, const char *body,
+			   size_t n, FILE *out, int *status)
+{
+	struct tf_text_answer a;
+	tf_text_serve(env, k, body, n, NULL, &a);
+	*status = a.r.status;
+	tf_status rc = TF_OK;
+	if (!a.ids) {
+		if (a.r.body.len && fwrite(a.r.body.data, 1, a.r.body.len, out) != a.r.body.len)
+			rc = TF_ERR_IO;
+	} else {
+		char buf[64 * 1024];
+		size_t got;
+		while (!rc && (got = tf_text_read(&a, a.pos, buf, sizeof(buf))))
+			if (fwrite(buf, 1, got, out) != got)
+				rc = TF_ERR_IO;
+	}
+	if (!rc && fputc('\n', out) == EOF)
+		rc = TF_ERR_IO;
+	tf_text_release(&a);
+	return rc ? tf_err_errno(TF_ERR_IO, "cannot write the reply") : TF_OK;
 }
 
 tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const char *body,
@@ -1306,10 +974,8 @@ tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const ch
 		return tf_err(TF_ERR_ARG, "'%s' is not a POST route (chat/completions, completions, "
 			      "messages, messages/count_tokens, tokenize, detokenize)", path);
 	}
-	if (!generation(rt->kind)) {
-		*status = serve_text(env, rt->kind, body, n, &r);
-		goto reply;
-	}
+	if (!generation(rt->kind))
+		return once_text(env, text_route(rt->kind), body, n, out, status);
 	struct tf_req req;
 	rc = tf_req_parse(api_of(rt->kind), body, n, env->family->vocab, &req);
 	if (rc) {

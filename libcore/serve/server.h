@@ -21,6 +21,14 @@
 #include "base/status.h"
 #include "serve/gen.h"
 
+/* Limits of a request's head, past which it gets 414 or 431 (JSON in the
+ * route's error shape) and the connection closes. libmicrohttpd holds a
+ * request line and header section in its 64 KiB of connection memory:
+ * past that it answers itself (414 or 431, an HTML body), before tf-serve
+ * sees the request. */
+#define TF_SERVER_URL_MAX (8 * 1024)
+#define TF_SERVER_HEADER_BYTES (32 * 1024)
+
 struct tf_server_config {
 	const char *host;          /* listen address (numeric IPv4 or IPv6) */
 	uint16_t port;             /* 0: any free port (tf_server_port says which) */

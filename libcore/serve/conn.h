@@ -1,0 +1,175 @@
+/* conn.h: the server's insides that server.c (libmicrohttpd's side: routes,
+ * requests, replies) and deliver.c (what runs off its threads: the stream
+ * writers and the ticker) share. Not an interface: nothing outside
+ * libcore/serve/server.c and deliver.c includes it. */
+#ifndef TF_SERVE_CONN_H
+#define TF_SERVE_CONN_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "base/digest.h"
+#include "serve/metrics.h"
+#include "serve/prep.h"
+#include "serve/server.h"
+#include "serve/slots.h"
+#include "serve/text.h"
+
+struct route;
+
+struct conn;
+
+/* A stream writer (see struct conn): a thread with a queue of parked
+ * streams that have news, in the order the engine delivered to them, and
+ * an epoll for its kick and the sockets waiting for room. */
+struct writer {
+	struct tf_server *s;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	struct conn *head, *tail; /* the queue, under mu */
+	bool idle, down;          /* under mu */
+	int kick;                 /* eventfd: the queue has work */
+	int ep;
+	struct conn **blocked;    /* the writer's own */
+	size_t nblocked, capblocked;
+};
+
+/* A generation whose client left before the engine ended it: pumped to
+ * its end by the ticker, then recorded with the tokens the client got. */
+struct grave {
+	struct tf_gen *gen;
+	uint32_t delivered;
+};
+
+struct tf_server {
+	struct tf_server_config c;
+	struct MHD_Daemon *d;
+	struct tf_metrics *metrics;
+	struct tf_slots *slots;
+	struct tf_prep *prep;
+	uint8_t (*keys)[TF_SHA256_LEN];
+	size_t nkeys;
+	atomic_long inflight;
+	atomic_bool draining;
+	long long started;
+	uint16_t port;
+	/* Generations in flight (for the ticker), and those whose client left
+	 * before the engine ended them (pumped to their end by the ticker). */
+	pthread_mutex_t list_mu;
+	struct conn *gens;
+	struct grave *graves;
+	size_t ngraves, capgraves;
+	pthread_t ticker;
+	atomic_bool stopping;
+	bool ticking;
+	struct writer *writers;
+	unsigned nwriters;
+	atomic_uint next_writer;
+};
+
+enum { PREP_NONE, PREP_RUNNING, PREP_DONE };
+
+/* Who holds a generation's connection (under conn.mu). */
+enum conn_state {
+	C_MHD,     /* MHD: running its callbacks, or about to */
+	C_PARKED,  /* suspended in MHD with nothing to send; nobody pumps */
+	C_QUEUED,  /* suspended, in the writer's queue */
+	C_WRITING, /* suspended, the writer pumps and sends (or waits for room) */
+};
+
+/* One request, from its headers to the end of its reply.
+ *
+ * A generation never blocks MHD's threads: when there is nothing to send it
+ * suspends (parks) its connection. A whole reply is resumed by the engine's
+ * notification at its end. A stream, once its headers and first frame went
+ * out through MHD, is written by a stream writer: the engine's
+ * notification queues the parked connection, and the writer thread pumps
+ * the generation and sends its frames as HTTP chunks straight to the
+ * socket, while MHD keeps the connection suspended and so never touches
+ * the socket. This costs one send per event instead of MHD's resume (a
+ * wakeup through its inter-thread pipe per connection and event), and each
+ * writer delivers its streams in the engine's order. A socket that cannot
+ * take a frame whole waits in the writer's epoll; the writer hands the
+ * connection back to MHD (resume) for the end of the stream (MHD writes
+ * the last chunk), a client that left, a failure or a stop. The notes
+ * counter closes the race between "nothing to send" and "park": a
+ * notification after the last look is seen under mu before parking.
+ *
+ * A whole reply whose client half-closed its socket goes the same way:
+ * libmicrohttpd, taking such a connection back before a reply is queued,
+ * reads the end of stream and drops it, so the writer sends the reply
+ * (whole_wire in deliver.c) and MHD only closes the connection after. */
+struct conn {
+	struct tf_server *s;
+	struct MHD_Connection *mc;
+	struct tf_slot *slot;  /* the socket's (slots.h) */
+	const struct route *route;
+	struct tf_buf body;
+	bool too_big, counted;
+	bool refused;         /* refusal holds the reply, sent once the body is in */
+	struct tf_reply refusal;
+	const char *allow;    /* a 405's Allow */
+	size_t discarded;     /* body bytes dropped after a refusal */
+	bool http11;          /* HTTP/1.1: a 1xx may go before the reply */
+	bool probed;          /* the client half-closed; probed once (see ticker_main) */
+	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
+	atomic_bool half;     /* an HTTP/1.1 client half-closed: a whole reply goes by a writer */
+	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
+	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
+	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
+	bool answered;        /* a reply was queued */
+	int fd;
+	atomic_int prep;      /* the body's preparation (prep.h): PREP_* */
+	struct tf_gen *pgen;  /* prepared, not yet opened */
+	struct tf_reply err;  /* prepared: a refusal */
+	struct tf_text_answer text; /* a text route's answer */
+	struct tf_gen *gen;   /* a generation in flight */
+	bool whole;           /* not streamed */
+	struct tf_buf pend;   /* stream bytes not yet handed to MHD */
+	size_t sent;
+	bool eof;
+	bool failed;          /* pumping failed: end the stream with an error */
+	struct tf_buf wire;   /* the writer: chunked bytes not yet sent (from wsent) */
+	size_t wsent;
+	bool nodelay;         /* the writer set TCP_NODELAY */
+	double blocked_at;    /* the writer: when the socket last refused bytes */
+	struct writer *w;     /* the stream's writer */
+	struct conn *wnext;   /* in the writer's queue */
+	pthread_mutex_t mu;   /* guards state */
+	enum conn_state state;
+	atomic_uint notes;    /* engine notifications so far */
+	atomic_bool gone;     /* the client left (seen by the ticker or a writer) */
+	_Atomic double last_write; /* monotonic seconds of the last bytes out */
+	struct conn *prev, *next; /* in s->gens while gen is set */
+};
+
+/* Monotonic seconds. */
+static inline double conn_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* server.c: count a finished generation (whole: its reply went out whole;
+ * otherwise delivered tokens reached the client). */
+void tf_server_record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t delivered);
+
+/* deliver.c. Resume a parked connection (any thread): MHD takes it over. */
+void tf_deliver_wake(struct conn *c);
+/* Queue a parked stream (or a half-closed client's whole reply) for its
+ * writer; c->mu held. Once the writer is down MHD takes it back. */
+void tf_deliver_queue_locked(struct conn *c);
+/* Start n writers; stop them (s->stopping set: each hands its connections
+ * back to MHD); free them. */
+tf_status tf_deliver_writers_start(struct tf_server *s, unsigned n);
+void tf_deliver_writers_stop(struct tf_server *s);
+void tf_deliver_writers_free(struct tf_server *s);
+/* The ticker thread's body (arg: the server). */
+void *tf_deliver_ticker(void *arg);
+
+#endif

@@ -1,0 +1,460 @@
+/* deliver.c: what a generation's delivery runs off libmicrohttpd's
+ * threads: the stream writers, which send stream frames (and a half-closed
+ * client's whole reply) straight to the sockets of suspended connections,
+ * and the ticker, which sends keepalives, finds clients that left or
+ * half-closed, and pumps abandoned generations to their end. See struct
+ * conn in conn.h for who holds a connection when. */
+#include "serve/conn.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+
+/* Resume a parked connection (any thread): MHD takes it over. */
+void tf_deliver_wake(struct conn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	if (c->state == C_PARKED) {
+		c->state = C_MHD;
+		MHD_resume_connection(c->mc);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Queue a parked stream for the writer; c->mu held. Once the writer is
+ * down (a stop) MHD takes the connection back instead. */
+void tf_deliver_queue_locked(struct conn *c)
+{
+	struct writer *w = c->w;
+	pthread_mutex_lock(&w->mu);
+	bool down = w->down, kick = false;
+	if (!down) {
+		c->wnext = NULL;
+		if (w->tail)
+			w->tail->wnext = c;
+		else
+			w->head = c;
+		w->tail = c;
+		kick = w->idle;
+		w->idle = false;
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (down) {
+		c->state = C_MHD;
+		MHD_resume_connection(c->mc);
+		return;
+	}
+	c->state = C_QUEUED;
+	if (kick) {
+		uint64_t one = 1;
+		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
+	}
+}
+
+/* The stream writers. Everything below runs on a writer thread, on
+ * connections in C_WRITING: MHD holds them suspended, so the socket and
+ * the generation are the writer's alone. */
+
+/* Give the connection back to MHD: it ends the stream (the last chunk
+ * after eof, an error otherwise). The last touch of c: once resumed, MHD
+ * may close and free it. */
+static void writer_release(struct conn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->state = C_MHD;
+	pthread_mutex_unlock(&c->mu);
+	MHD_resume_connection(c->mc);
+}
+
+static void blocked_drop(struct writer *w, struct conn *c)
+{
+	for (size_t i = 0; i < w->nblocked; i++)
+		if (w->blocked[i] == c) {
+			w->blocked[i] = w->blocked[--w->nblocked];
+			break;
+		}
+	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+/* The socket took part of the wire: wait in the epoll for room. */
+static void writer_block(struct writer *w, struct conn *c)
+{
+	/* Not EPOLLRDHUP: a client that half-closed still reads its stream
+	 * (one that closed answers the next bytes with a reset: EPOLLERR). */
+	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+	if (w->nblocked == w->capblocked &&
+	    !tf_realloc_array(&w->blocked, w->capblocked ? w->capblocked * 2 : 16, sizeof(*w->blocked)))
+		w->capblocked = w->capblocked ? w->capblocked * 2 : 16;
+	if (w->nblocked == w->capblocked || epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev)) {
+		tf_log(TF_LOG_WARN, "stream writer: cannot wait for a socket: %s", strerror(errno));
+		atomic_store(&c->gone, true);
+		writer_release(c);
+		return;
+	}
+	w->blocked[w->nblocked++] = c;
+	c->blocked_at = conn_now();
+}
+
+/* Pump a generation for a writer: all that is there (with end_only
+ * notifications the one note may have come already). Returns true once it
+ * is done. */
+static bool pump_all(struct conn *c)
+{
+	bool done = false;
+	uint32_t got;
+	do {
+		got = tf_gen_read(c->gen);
+		if (tf_gen_pump(c->gen, 0, NULL, &done)) {
+			tf_gen_cancel(c->gen);
+			c->failed = true;
+			return true;
+		}
+	} while (!done && tf_gen_read(c->gen) != got);
+	return done;
+}
+
+/* The whole reply of a client that half-closed, written by its writer:
+ * false while the generation is not done. libmicrohttpd, taking back a
+ * suspended connection whose reply is not queued yet, reads the client's
+ * end of stream and drops the connection unanswered; so tf writes this
+ * reply itself (Connection: close) and MHD only closes the connection. */
+static bool whole_wire(struct conn *c)
+{
+	if (!pump_all(c))
+		return false;
+	if (c->failed)
+		return true;
+	struct tf_reply r = {0};
+	tf_gen_reply(c->gen, &r);
+	char ra[32] = "";
+	if (r.retry_after)
+		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", r.retry_after);
+	if (tf_buf_printf(&c->wire, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			  "%sConnection: close\r\n\r\n", r.status, MHD_get_reason_phrase_for((unsigned)r.status),
+			  r.type ? r.type : "application/json", r.body.len, ra) ||
+	    tf_buf_append(&c->wire, r.body.data ? r.body.data : "", r.body.len))
+		c->failed = true;
+	else
+		tf_metrics_http(c->s->metrics, r.status);
+	tf_reply_release(&r);
+	c->eof = true;
+	return true;
+}
+
+/* Send the wire, pump the generation into chunks, and repeat until there
+ * is nothing more (park), the socket is full (block), or the stream is
+ * over (release to MHD). */
+static void writer_step(struct writer *w, struct conn *c)
+{
+	struct tf_server *s = w->s;
+	if (!c->nodelay) { /* frames go out as they come: no Nagle delay */
+		int one = 1;
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->nodelay = true;
+	}
+	for (;;) {
+		if (c->failed || atomic_load(&c->gone) || atomic_load(&s->stopping)) {
+			writer_release(c);
+			return;
+		}
+		if (c->wsent < c->wire.len) {
+			ssize_t n = send(c->fd, c->wire.data + c->wsent, c->wire.len - c->wsent,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0) {
+				c->wsent += (size_t)n;
+				atomic_store(&c->last_write, conn_now());
+			}
+			if (c->wsent == c->wire.len)
+				c->delivered = c->made_tok;
+			if (c->wsent < c->wire.len) {
+				if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+					writer_block(w, c);
+				} else { /* the client left */
+					atomic_store(&c->gone, true);
+					writer_release(c);
+				}
+				return;
+			}
+			tf_buf_reset(&c->wire);
+			c->wsent = 0;
+		}
+		if (c->eof) {
+			c->self_sent = c->whole;
+			writer_release(c);
+			return;
+		}
+		unsigned seen = atomic_load(&c->notes);
+		if (c->whole) {
+			if (whole_wire(c))
+				continue;
+		} else {
+			bool done = false;
+			tf_buf_reset(&c->pend);
+			c->sent = 0;
+			if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
+				tf_gen_cancel(c->gen);
+				c->failed = true;
+				continue;
+			}
+			c->made_tok = tf_gen_read(c->gen);
+			if (done)
+				c->eof = true;
+			if (c->pend.len) { /* one HTTP chunk */
+				if (tf_buf_printf(&c->wire, "%zx\r\n", c->pend.len) ||
+				    tf_buf_append(&c->wire, c->pend.data, c->pend.len) ||
+				    tf_buf_puts(&c->wire, "\r\n")) {
+					tf_gen_cancel(c->gen);
+					c->failed = true;
+				}
+				tf_buf_reset(&c->pend);
+				continue;
+			}
+			if (c->eof)
+				continue;
+		}
+		pthread_mutex_lock(&c->mu);
+		bool park = atomic_load(&c->notes) == seen;
+		if (park)
+			c->state = C_PARKED;
+		pthread_mutex_unlock(&c->mu);
+		if (park)
+			return;
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	struct tf_server *s = w->s;
+	struct epoll_event evs[64];
+	for (;;) {
+		pthread_mutex_lock(&w->mu);
+		struct conn *q = w->head;
+		w->head = w->tail = NULL;
+		bool down = atomic_load(&s->stopping), idle = !q && !down;
+		w->down = down;
+		w->idle = idle;
+		pthread_mutex_unlock(&w->mu);
+		while (q) {
+			struct conn *c = q;
+			q = c->wnext;
+			pthread_mutex_lock(&c->mu);
+			c->state = C_WRITING;
+			pthread_mutex_unlock(&c->mu);
+			writer_step(w, c); /* with stopping set: released to MHD */
+		}
+		if (down)
+			break;
+		/* Idle (the queue was empty): sleep until a push kicks the
+		 * eventfd; busy: only look at the blocked sockets. */
+		int n = epoll_wait(w->ep, evs, 64, idle ? 100 : 0);
+		for (int i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+			if (!c) { /* the kick */
+				uint64_t v;
+				if (read(w->kick, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					tf_log(TF_LOG_WARN, "stream writer: %s", strerror(errno));
+				continue;
+			}
+			blocked_drop(w, c);
+			if (evs[i].events & (EPOLLERR | EPOLLHUP))
+				atomic_store(&c->gone, true);
+			writer_step(w, c);
+		}
+		/* A client that stopped reading: after the connection timeout
+		 * with no room, it is treated as gone. */
+		double t = conn_now();
+		for (size_t i = 0; i < w->nblocked && s->c.timeout_s;) {
+			struct conn *c = w->blocked[i];
+			if (t - c->blocked_at < s->c.timeout_s) {
+				i++;
+				continue;
+			}
+			blocked_drop(w, c);
+			atomic_store(&c->gone, true);
+			writer_release(c);
+		}
+	}
+	while (w->nblocked) { /* a stop: MHD ends them all */
+		struct conn *c = w->blocked[0];
+		blocked_drop(w, c);
+		writer_release(c);
+	}
+	return NULL;
+}
+
+/* Start n writers. */
+tf_status tf_deliver_writers_start(struct tf_server *s, unsigned n)
+{
+	s->writers = tf_calloc(n, sizeof(*s->writers));
+	if (!s->writers)
+		return tf_err(TF_ERR_NOMEM, "server: out of memory");
+	for (unsigned i = 0; i < n; i++) {
+		struct writer *w = &s->writers[i];
+		w->s = s;
+		pthread_mutex_init(&w->mu, NULL);
+		s->nwriters++;
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+		w->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		w->ep = epoll_create1(EPOLL_CLOEXEC);
+		if (w->kick < 0 || w->ep < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, w->kick, &ev))
+			return tf_err_errno(TF_ERR_OS, "cannot set up a stream writer");
+		int e = pthread_create(&w->thread, NULL, writer_main, w);
+		if (e) {
+			errno = e;
+			return tf_err_errno(TF_ERR_OS, "cannot start a stream writer");
+		}
+		w->started = true;
+	}
+	return TF_OK;
+}
+
+/* Stop the writers (s->stopping is set): each gives every connection it
+ * holds back to MHD and exits; later notifications resume directly. */
+void tf_deliver_writers_stop(struct tf_server *s)
+{
+	for (unsigned i = 0; i < s->nwriters; i++) {
+		struct writer *w = &s->writers[i];
+		if (!w->started)
+			continue;
+		uint64_t one = 1;
+		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
+		pthread_join(w->thread, NULL);
+		w->started = false;
+	}
+}
+
+void tf_deliver_writers_free(struct tf_server *s)
+{
+	for (unsigned i = 0; i < s->nwriters; i++) {
+		struct writer *w = &s->writers[i];
+		if (w->kick >= 0)
+			close(w->kick);
+		if (w->ep >= 0)
+			close(w->ep);
+		pthread_mutex_destroy(&w->mu);
+		free(w->blocked);
+	}
+	free(s->writers);
+	s->writers = NULL;
+	s->nwriters = 0;
+}
+
+/* The client of a parked request half-closed its socket (ticker): it may
+ * have closed it whole, or only its sending side and still be reading.
+ * Send it a few harmless bytes: a closed socket answers them with a reset,
+ * which the next look sees (POLLERR). A whole reply gets an interim
+ * "100 Continue" (HTTP/1.1 clients skip 1xx replies; MHD has sent nothing
+ * yet, the connection is suspended), a stream an SSE comment line through
+ * its writer. An HTTP/1.0 client cannot take a 1xx: it counts as gone. */
+static void probe(struct conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	if (!c->whole) {
+		atomic_store(&c->probe, true);
+		tf_deliver_wake(c);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	bool parked = c->state == C_PARKED;
+	ssize_t n = parked && c->http11 ? send(c->fd, cont, sizeof(cont) - 1,
+					       MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+	pthread_mutex_unlock(&c->mu);
+	if (!parked) { /* resumed meanwhile: look again later */
+		c->probed = false;
+	} else if (n != (ssize_t)sizeof(cont) - 1) {
+		atomic_store(&c->gone, true);
+		tf_deliver_wake(c);
+	} else {
+		atomic_store(&c->half, true);
+	}
+}
+
+/* The ticker: every 50 ms, resume streams due a keepalive, find clients
+ * that left suspended requests (MHD does not watch suspended sockets), and
+ * pump abandoned generations to their end. */
+void *tf_deliver_ticker(void *arg)
+{
+	struct tf_server *s = arg;
+	double keep = s->c.env.keepalive_s, last_peek = 0;
+	struct pollfd *pf = NULL;
+	struct conn **pc = NULL;
+	size_t cap = 0;
+	while (!atomic_load(&s->stopping)) {
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+		double t = conn_now();
+		bool peek = t - last_peek >= 0.1;
+		size_t n = 0;
+		pthread_mutex_lock(&s->list_mu);
+		for (struct conn *c = s->gens; c; c = c->next) {
+			pthread_mutex_lock(&c->mu);
+			bool susp = c->state == C_PARKED;
+			pthread_mutex_unlock(&c->mu);
+			if (!susp)
+				continue;
+			if (!c->whole && keep > 0 && t - atomic_load(&c->last_write) >= keep) {
+				tf_deliver_wake(c);
+				continue;
+			}
+			if (!peek)
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				if (tf_realloc_array(&pf, nc, sizeof(*pf)) || tf_realloc_array(&pc, nc, sizeof(*pc)))
+					break;
+				cap = nc;
+			}
+			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLRDHUP};
+			pc[n++] = c;
+		}
+		if (n && poll(pf, n, 0) > 0)
+			for (size_t i = 0; i < n; i++) {
+				short r = pf[i].revents;
+				if (r & (POLLERR | POLLHUP | POLLNVAL)) { /* closed, or reset */
+					atomic_store(&pc[i]->gone, true);
+					tf_deliver_wake(pc[i]);
+				} else if ((r & POLLRDHUP) && !pc[i]->probed) {
+					pc[i]->probed = true;
+					probe(pc[i]);
+				}
+			}
+		if (peek) {
+			last_peek = t;
+			tf_slots_tick(s->slots);
+		}
+		/* Abandoned generations: pump to the end (the cancel lands at the
+		 * next round boundary), then record and free. */
+		for (size_t i = 0; i < s->ngraves;) {
+			bool done = false;
+			struct grave *gv = &s->graves[i];
+			for (int k = 0; k < 64 && !done; k++)
+				if (tf_gen_pump(gv->gen, 0, NULL, &done))
+					tf_gen_cancel(gv->gen);
+			if (done) {
+				tf_server_record(s, gv->gen, false, gv->delivered);
+				tf_gen_free(gv->gen);
+				*gv = s->graves[--s->ngraves];
+			} else {
+				i++;
+			}
+		}
+		pthread_mutex_unlock(&s->list_mu);
+	}
+	free(pf);
+	free(pc);
+	return NULL;
+}

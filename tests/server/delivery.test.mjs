@@ -1,0 +1,115 @@
+// delivery.test.mjs: a reply counts as delivered only when its last byte
+// went to the socket: a client that half-closes after its request still
+// gets the whole reply (whole or streamed); a client that never reads is
+// not counted ok, nor are the tokens it did not get counted as delivered;
+// one that closes while waiting is still noticed and cancelled.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { start, metric, sleep } from './lib.mjs';
+
+let srv;
+before(async () => { srv = await start(['--timeout', '2', '--stub-token-ms', '0', '--context', '100000', '--stub-wait-ms', '600', '--keepalive', '0.2']); });
+after(async () => { assert.equal((await srv.stop()).code, 0); });
+
+// POST body on a fresh socket, then half-close it; resolves with all that
+// came back once the server closes (or after ms).
+function halfClosed(path, body, ms = 8000) {
+  return new Promise((resolve) => {
+    const s = net.connect({ port: srv.port, host: '127.0.0.1', allowHalfOpen: true });
+    let got = '';
+    const t = setTimeout(() => { s.destroy(); resolve(got); }, ms);
+    s.on('data', (d) => { got += d; });
+    s.on('end', () => { clearTimeout(t); s.destroy(); resolve(got); });
+    s.on('error', () => { clearTimeout(t); resolve(got); });
+    s.on('connect', () => {
+      const b = JSON.stringify(body);
+      s.end(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(b)}\r\nConnection: close\r\n\r\n${b}`);
+    });
+  });
+}
+
+const chat = (content, extra = {}) => ({ messages: [{ role: 'user', content }], reasoning_effort: 'none', ...extra });
+
+test('a half-closed client gets its whole reply', async () => {
+  const got = await halfClosed('/v1/chat/completions', chat('@short'));
+  assert.match(got, /HTTP\/1\.1 200 OK/);
+  assert.match(got, /"content":"Short reply\."/);
+});
+
+test('a half-closed client gets a whole reply the engine is slow to make', async () => {
+  const got = await halfClosed('/v1/chat/completions', chat('@wait'));
+  assert.match(got, /HTTP\/1\.1 200 OK/);
+  assert.match(got, /"content":"Short reply\."/);
+});
+
+test('a half-closed client gets its whole stream', async () => {
+  const got = await halfClosed('/v1/chat/completions', chat('@wait', { stream: true }));
+  assert.match(got, /HTTP\/1\.1 200 OK/);
+  assert.match(got, /data: \[DONE\]/);
+  const text = [...got.matchAll(/"content":"([^"]*)"/g)].map((m) => m[1]).join('');
+  assert.equal(text, 'Short reply.');
+});
+
+test('a client that closes while a whole reply waits is cancelled', async () => {
+  const before = await metric(srv.url, 'tf_requests_cancelled_total');
+  const s = net.connect(srv.port, '127.0.0.1');
+  s.on('error', () => {});
+  const b = JSON.stringify(chat('@hang'));
+  s.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${b.length}\r\n\r\n${b}`);
+  await sleep(300);
+  s.destroy();
+  let n = before;
+  for (let i = 0; i < 100 && n === before; i++) { await sleep(20); n = await metric(srv.url, 'tf_requests_cancelled_total'); }
+  assert.equal(n, before + 1);
+});
+
+// Send a request and never read: the reply fills the socket, and the
+// server drops the client after --timeout without room.
+async function neverRead(body) {
+  const s = net.connect(srv.port, '127.0.0.1');
+  s.on('error', () => {});
+  s.pause();
+  const b = JSON.stringify(body);
+  s.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${b.length}\r\n\r\n${b}`);
+  const closed = new Promise((resolve) => s.on('close', resolve));
+  return { s, closed };
+}
+
+async function counts() {
+  const t = await (await fetch(srv.url + '/metrics')).text();
+  const m = (name) => Number((t.split('\n').find((l) => l.startsWith(name + '{')) ?? ' NaN').split(' ').pop());
+  return {
+    ok: m('vllm:request_success_total'), cancelled: m('tf_requests_cancelled_total'), total: m('tf_requests_total'),
+    made: m('tf_completion_tokens_total'), delivered: m('tf_delivered_tokens_total'),
+  };
+}
+
+for (const stream of [true, false]) {
+  test(`a client that never reads a ${stream ? 'stream' : 'whole reply'} is not counted ok`, async () => {
+    const c0 = await counts();
+    // Past what the socket buffers hold (a whole reply: with logprobs, 6 MB).
+    const lp = stream ? {} : { logprobs: true, top_logprobs: 20 };
+    const { s } = await neverRead(chat('@long', { max_tokens: 60000, ignore_eos: true, stream, ...lp }));
+    let c = c0;
+    for (let i = 0; i < 400 && c.total === c0.total; i++) { await sleep(50); c = await counts(); }
+    s.destroy();
+    assert.equal(c.total, c0.total + 1, 'recorded');
+    assert.equal(c.ok, c0.ok, 'not ok');
+    assert.equal(c.cancelled, c0.cancelled + 1, 'cancelled');
+    assert.ok(c.made - c0.made > 1000, `made ${c.made - c0.made}`);
+    assert.ok(c.delivered - c0.delivered < c.made - c0.made, `delivered ${c.delivered - c0.delivered} of ${c.made - c0.made}`);
+  });
+}
+
+test('a reply read to its end counts ok with all its tokens delivered', async () => {
+  const c0 = await counts();
+  const got = await halfClosed('/v1/chat/completions', chat('@long', { max_tokens: 40, ignore_eos: true, stream: true }));
+  assert.match(got, /data: \[DONE\]/);
+  await sleep(100);
+  const c = await counts();
+  assert.equal(c.ok, c0.ok + 1);
+  assert.equal(c.made - c0.made, 40);
+  assert.equal(c.delivered - c0.delivered, 40);
+});
