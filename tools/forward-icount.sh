@@ -10,7 +10,7 @@ b=${2:?usage: forward-icount.sh BUILD_A BUILD_B}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$b/bin/tf-pack-synth" -p tiny -s 1 -q -o "$work/pack"
-ids=$(seq 0 47 | awk '{printf "%s%d", NR > 1 ? "," : "", 3 + ($1 * 37) % 500}')
+ids=$(seq 0 47 | awk '{printf "%s%d", (NR > 1 ? "," : ""), 3 + ($1 * 37) % 500}')
 for mode in decode prefill; do
 	chunk=()
 	[ "$mode" = decode ] && chunk=(--chunk 1)
@@ -28,5 +28,5 @@ print("bit-identical" if a.shape == b.shape and (a == b).all() else "DIFFERENT")
 		"$work/$mode.a.npy" "$work/$mode.b.npy")
 	# shellcheck disable=SC2154
 	awk -v m="$mode" -v x="$n_a" -v y="$n_b" -v s="$same" \
-		'BEGIN { printf "%-8s %15d %15d  %+.2f%%  logits %s\n", m, x, y, 100 * (y - x) / x, s }'
+		'BEGIN { printf "%-8s %15.0f %15.0f  %+.2f%%  logits %s\n", m, x, y, 100 * (y - x) / x, s }'
 done
