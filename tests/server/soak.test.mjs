@@ -48,6 +48,14 @@ test(`soak: ${SECONDS} s of mixed, careless and hostile traffic`, { timeout: (SE
   // HTTP/1.1 server has; seen twice in 12,000 requests at --timeout 3).
   const srv = await start(['--stub-token-ms', '2', '--stub-wait-ms', '300', '--keepalive', '0.5', '--timeout', '6',
     '--connections', '256', '--drain', '5']);
+  try {
+    await soak(srv);
+  } finally { // a failed assertion must not leave the server holding the test runner open
+    if (srv.proc.exitCode === null && srv.proc.signalCode === null) srv.proc.kill('SIGKILL');
+  }
+});
+
+async function soak(srv) {
   const pid = srv.proc.pid, url = srv.url;
   const tally = { gen: 0, complete: 0, dropped: 0, other: 0, fivexx: 0, unexpected: [] };
   const chat = (content, extra = {}) => JSON.stringify({ messages: [{ role: 'user', content }], reasoning_effort: 'none', ...extra });
@@ -149,4 +157,4 @@ test(`soak: ${SECONDS} s of mixed, careless and hostile traffic`, { timeout: (SE
   assert.ok(fdsEnd <= samples[0].fds + 2, `descriptors ${samples[0].fds} at the start, ${fdsEnd} at the end`);
   srv.proc.kill('SIGTERM');
   assert.equal((await srv.exited).code, 0);
-});
+}
