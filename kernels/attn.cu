@@ -91,10 +91,12 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kernels/dtype.cuh"
+
 namespace tf_attn {
 
-constexpr int DT_BF16 = 1; /* enum tf_dt: 0 f32, 1 bf16, 2 f16 */
-constexpr int DT_F16 = 2;
+using namespace tf_dt;
+
 constexpr unsigned FULL = 0xffffffffu;
 
 __device__ __forceinline__ float ld(const float *p, int64_t i)
@@ -105,26 +107,6 @@ __device__ __forceinline__ float ld(const float *p, int64_t i)
 __device__ __forceinline__ float ld(const __nv_bfloat16 *p, int64_t i)
 {
 	return __bfloat162float(p[i]);
-}
-
-/* Element i of a float tensor of dtype dt (f32, bf16 or f16) as fp32. */
-__device__ __forceinline__ float ld_dt(const void *p, int dt, int64_t i)
-{
-	if (dt == DT_BF16)
-		return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
-	if (dt == DT_F16)
-		return __half2float(((const __half *)p)[i]);
-	return ((const float *)p)[i];
-}
-
-/* f32 -> bf16 as tf_f32_to_bf16: nearest even, NaN kept quiet. */
-__device__ __forceinline__ uint16_t to_bf16(float v)
-{
-	uint32_t u = __float_as_uint(v);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	u += 0x7fffu + ((u >> 16) & 1);
-	return (uint16_t)(u >> 16);
 }
 
 __device__ __forceinline__ float warp_max(float v)
@@ -256,7 +238,7 @@ __device__ __forceinline__ void mqa_body(const mqa_args &a)
 		for (int e = 0; e < E; e++) {
 			int d = lane + 32 * e;
 			qr[h][e] = h < hn && d < a.D
-				? ld_dt(a.q, a.q_dt, ((r * a.H) + h0 + h) * a.D + d) : 0.0f;
+				? load(a.q, a.q_dt, ((r * a.H) + h0 + h) * a.D + d) : 0.0f;
 		}
 	/* This split's keys: the row's list cut in S near-equal parts. */
 	int64_t k0 = min(max((int64_t)a.off[r], (int64_t)0), a.room);
@@ -568,7 +550,7 @@ __device__ __forceinline__ void score_pass(const score_args &a, score_smem<T> &s
 		for (int e = tid; e < S::HP * SCORE_KC; e += SCORE_THREADS) {
 			int h = e / SCORE_KC, dd = e % SCORE_KC, d = c0 + dd;
 			sm.q[dd][h] = hb + h < a.Hi && d < a.Di
-				? ld_dt(a.iq, a.iq_dt, (r * a.Hi + hb + h) * a.Di + d) : 0.0f;
+				? load(a.iq, a.iq_dt, (r * a.Hi + hb + h) * a.Di + d) : 0.0f;
 		}
 		for (int e = tid; e < S::TJ * SCORE_KC; e += SCORE_THREADS) {
 			int jj = e / SCORE_KC, dd = e % SCORE_KC, d = c0 + dd;
@@ -735,9 +717,9 @@ extern "C" __global__ void tf_attn_compressor(const float *u, const float *g, co
 	}
 	__syncthreads();
 	for (int d = threadIdx.x; d < W; d += blockDim.x) {
-		float y = __fmul_rn(__fmul_rn(v[d], scale), tf_attn::ld_dt(w, w_dt, d));
+		float y = __fmul_rn(__fmul_rn(v[d], scale), tf_attn::load(w, w_dt, d));
 		if (lat_dt == tf_attn::DT_BF16)
-			((uint16_t *)lat)[e * W + d] = tf_attn::to_bf16(y);
+			((uint16_t *)lat)[e * W + d] = tf_attn::f32_bf16(y);
 		else
 			((float *)lat)[e * W + d] = y;
 	}

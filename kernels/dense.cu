@@ -61,64 +61,11 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kernels/dtype.cuh"
+
 namespace tf_dense {
 
-enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 };
-
-__device__ __forceinline__ float bf16_f32(uint16_t h)
-{
-	return __uint_as_float((uint32_t)h << 16);
-}
-
-__device__ __forceinline__ float f16_f32(uint16_t h)
-{
-	return __half2float(__ushort_as_half(h));
-}
-
-/* base/f16.h's tf_f32_to_bf16, bit for bit. */
-__device__ __forceinline__ uint16_t f32_bf16(float f)
-{
-	uint32_t u = __float_as_uint(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	u += 0x7fffu + ((u >> 16) & 1);
-	return (uint16_t)(u >> 16);
-}
-
-/* base/f16.h's tf_f32_to_f16: the hardware rounding (nearest even,
- * subnormals, overflow to infinity), and its NaN payload rule. */
-__device__ __forceinline__ uint16_t f32_f16(float f)
-{
-	const uint32_t u = __float_as_uint(f), a = u & 0x7fffffffu;
-	if (a > 0x7f800000u)
-		return (uint16_t)(((u >> 16) & 0x8000) | 0x7e00 | ((a >> 13) & 0x3ff));
-	return __half_as_ushort(__float2half_rn(f));
-}
-
-__device__ __forceinline__ float load(const void *p, int dt, int64_t i)
-{
-	if (dt == DT_F32)
-		return static_cast<const float *>(p)[i];
-	const uint16_t h = static_cast<const uint16_t *>(p)[i];
-	return dt == DT_BF16 ? bf16_f32(h) : f16_f32(h);
-}
-
-template <int DT>
-__device__ __forceinline__ float load_t(const void *p, int64_t i)
-{
-	if (DT == DT_F32)
-		return static_cast<const float *>(p)[i];
-	const uint16_t h = static_cast<const uint16_t *>(p)[i];
-	return DT == DT_BF16 ? bf16_f32(h) : f16_f32(h);
-}
-
-__device__ __forceinline__ void store(void *p, int dt, int64_t i, float v)
-{
-	if (dt == DT_F32)
-		static_cast<float *>(p)[i] = v;
-	else
-		static_cast<uint16_t *>(p)[i] = dt == DT_BF16 ? f32_bf16(v) : f32_f16(v);
-}
+using namespace tf_dt;
 
 /* ---- linear ---- */
 

@@ -57,9 +57,12 @@
  *   Bit-exact. */
 #include <stdint.h>
 
+#include "kernels/dtype.cuh"
+
 namespace tf_mhc {
 
-constexpr int DT_BF16 = 1; /* enum tf_dt: 0 f32, 1 bf16 */
+using namespace tf_dt;
+
 constexpr int MAX_S = 4;
 constexpr int MIX_M = 2 * MAX_S + MAX_S * MAX_S;
 constexpr int MIX_ROWS = 4;
@@ -68,27 +71,6 @@ constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
 constexpr int FINISH_ROWS = 4; /* tf_mhc_mix_finish: warps (rows) a block */
 constexpr int ENGRAM_CHUNK = 2048; /* values staged in shared memory at a time */
-
-__device__ __forceinline__ float load(const void *p, int dt, int64_t i)
-{
-	if (dt == DT_BF16)
-		return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
-	return ((const float *)p)[i];
-}
-
-__device__ __forceinline__ void store(void *p, int dt, int64_t i, float v)
-{
-	if (dt == DT_BF16) {
-		uint32_t u = __float_as_uint(v);
-		if ((u & 0x7fffffffu) > 0x7f800000u)
-			u = (u >> 16) | 0x40;
-		else
-			u = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
-		((uint16_t *)p)[i] = (uint16_t)u;
-	} else {
-		((float *)p)[i] = v;
-	}
-}
 
 /* expf(x), correctly rounded. */
 __device__ __forceinline__ float exp_rn(float x)

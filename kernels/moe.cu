@@ -51,25 +51,14 @@
  * values below 1.2e-38 can differ. */
 #include <stdint.h>
 
+#include "kernels/dtype.cuh"
+
 namespace tf_moe {
 
-constexpr int DT_BF16 = 1; /* enum tf_dt: 0 f32, 1 bf16 */
+using namespace tf_dt;
+
 constexpr int GROUP_WARPS = 16;
 constexpr int ROUTE_THREADS = 256;
-
-__device__ __forceinline__ void store(void *p, int dt, int64_t i, float v)
-{
-	if (dt == DT_BF16) {
-		uint32_t u = __float_as_uint(v);
-		if ((u & 0x7fffffffu) > 0x7f800000u)
-			u = (u >> 16) | 0x40;
-		else
-			u = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
-		((uint16_t *)p)[i] = (uint16_t)u;
-	} else {
-		((float *)p)[i] = v;
-	}
-}
 
 /* The value of (float)d as a double, subnormal results kept (the device's
  * double-to-float conversion flushes them under fast math). */
