@@ -2,8 +2,7 @@
 # tf-tokenize against the Python `tokenizers` ids kept as a fixture
 # (tests/data/tok_hf_expected.jsonl, written on the H200 host by
 # tests/gpu/tok_hf_ref.py from tests/data/tok_hf_cases.jsonl), for the V3
-# tokenizer and the V4.1 derivation. Until that file is committed this test
-# says so and checks only that the cases encode.
+# tokenizer and the V4.1 derivation. A missing fixture fails the test.
 . "$TF_TESTS/lib.sh"
 root=$(cd "$TF_TESTS/../.." && pwd)
 cache=$("$root/tests/tok/setup.sh")
@@ -15,10 +14,7 @@ tf-tokenize export --v41-markers -t "$v3" >v41.json
 run tf-tokenize encode --jsonl -t "$v3" "$cases"
 expect_rc 0
 [ "$(wc -l <out)" -eq "$(wc -l <"$cases")" ] || fail "one line of ids per case"
-if [ ! -f "$expected" ]; then
-	echo "NOTE: no tests/data/tok_hf_expected.jsonl yet (run tests/gpu/tok_hf_ref.py on the H200 host)"
-	exit 0
-fi
+[ -f "$expected" ] || fail "no tests/data/tok_hf_expected.jsonl (written by tests/gpu/tok_hf_ref.py)"
 for tok in v3 v41; do
 	json=$v3
 	[ $tok = v41 ] && json=v41.json
