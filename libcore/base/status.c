@@ -7,6 +7,8 @@
 #include <string.h>
 
 static _Thread_local char detail[1024];
+/* The status the detail was recorded for: a detail is shown only for it. */
+static _Thread_local tf_status detail_st;
 
 const char *tf_status_str(tf_status st)
 {
@@ -48,8 +50,9 @@ int tf_status_exit(tf_status st)
 	}
 }
 
-static void vset(const char *fmt, va_list ap, const char *suffix)
+static void vset(tf_status st, const char *fmt, va_list ap, const char *suffix)
 {
+	detail_st = st;
 	int n = vsnprintf(detail, sizeof detail, fmt, ap);
 	if (suffix && n >= 0 && (size_t)n < sizeof detail)
 		snprintf(detail + n, sizeof detail - (size_t)n, ": %s", suffix);
@@ -59,7 +62,7 @@ tf_status tf_err(tf_status st, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vset(fmt, ap, NULL);
+	vset(st, fmt, ap, NULL);
 	va_end(ap);
 	return st;
 }
@@ -69,7 +72,7 @@ tf_status tf_err_errno(tf_status st, const char *fmt, ...)
 	int e = errno;
 	va_list ap;
 	va_start(ap, fmt);
-	vset(fmt, ap, strerror(e));
+	vset(st, fmt, ap, strerror(e));
 	va_end(ap);
 	return st;
 }
@@ -78,6 +81,9 @@ tf_status tf_err_wrap(tf_status st, const char *fmt, ...)
 {
 	char old[sizeof detail];
 	memcpy(old, detail, sizeof old);
+	if (detail_st != st)
+		old[0] = 0; /* a detail of another error is not this one's */
+	detail_st = st;
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(detail, sizeof detail, fmt, ap);
@@ -90,7 +96,7 @@ tf_status tf_err_wrap(tf_status st, const char *fmt, ...)
 
 const char *tf_errmsg(tf_status st)
 {
-	return detail[0] ? detail : tf_status_str(st);
+	return detail[0] && detail_st == st ? detail : tf_status_str(st);
 }
 
 void tf_err_clear(void)

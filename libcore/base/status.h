@@ -52,8 +52,11 @@ tf_status tf_err_errno(tf_status st, const char *fmt, ...)
 tf_status tf_err_wrap(tf_status st, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* The calling thread's last detail message, or tf_status_str(st) when none
- * was recorded since tf_err_clear. Borrowed; valid until the next tf_err. */
+/* The calling thread's last detail message when it was recorded for st,
+ * else tf_status_str(st) (none since tf_err_clear, or the last one was
+ * another error's: a bare `return TF_ERR_NOMEM;` never shows an earlier
+ * error's detail). Borrowed; valid until the next tf_err. tf_err_wrap keeps
+ * the old detail only when it was recorded for the same st. */
 const char *tf_errmsg(tf_status st);
 
 /* Forget the calling thread's detail message. */

@@ -98,7 +98,8 @@ struct tf_exl3_layer {
 uint16_t tf_exl3_cb_decode(enum tf_exl3_cb cb, uint16_t state);
 
 /* The 65536-entry table state → weight as float (the fp16 value widened),
- * built on first use; never freed. Thread-safe. */
+ * built on first use; never freed; NULL when its 768 KiB could not be
+ * allocated (the caller reports it: libcore never aborts). Thread-safe. */
 const float *tf_exl3_cb_table(enum tf_exl3_cb cb);
 
 /* State t (0..255) of a tile: the 16 stream bits ending at bit (t+1)·b − 1,

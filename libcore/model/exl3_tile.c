@@ -81,7 +81,7 @@ const float *tf_exl3_cb_table(enum tf_exl3_cb cb)
 {
 	pthread_once(&tables_once, tables_build);
 	if (!tables[0])
-		abort(); /* 768 KiB at start-up: out of memory is not recoverable here */
+		return NULL; /* out of memory for the 768 KiB: the caller reports it */
 	return tables[(unsigned)cb < 3 ? cb : 0];
 }
 

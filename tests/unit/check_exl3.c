@@ -57,6 +57,7 @@ START_TEST(codebook_vectors)
 					  {1.000312, -3.453, 3.348}};
 	for (int c = 0; c < 3; c++) {
 		const float *t = tf_exl3_cb_table(cbs[c]);
+		ck_assert_ptr_nonnull(t);
 		double ss = 0, lo = 1e9, hi = -1e9;
 		for (int s = 0; s < 65536; s++) {
 			ss += (double)t[s] * t[s];
