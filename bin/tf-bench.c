@@ -110,14 +110,65 @@ static int mode_kernels(void)
 	return strcmp(bench.backend, "cpu") ? bench_kernels_cuda() : bench_kernels_cpu();
 }
 
+enum { M_KERNELS = 1, M_DECODE = 2, M_SERVE = 4 };
+
+/* The modes an option's help names at its start ("kernels: ...", "kernels,
+ * decode: ...", "kernels: ...; decode: ..."; "cuda:" is the kernels mode on
+ * the GPU, "cpu:" kernels or decode on the CPU), or 0 (every mode). */
+static unsigned option_modes(const char *help)
+{
+	static const struct {
+		const char *word;
+		unsigned modes;
+	} words[] = {{"kernels", M_KERNELS}, {"decode", M_DECODE}, {"serve", M_SERVE},
+		     {"cuda", M_KERNELS}, {"cpu", M_KERNELS | M_DECODE}};
+	unsigned all = 0;
+	for (const char *seg = help; seg;) {
+		const char *colon = strchr(seg, ':');
+		unsigned m = 0;
+		for (const char *w = seg; colon && w < colon;) {
+			size_t len = strcspn(w, ",:");
+			size_t k = 0;
+			while (k < sizeof words / sizeof *words &&
+			       (strlen(words[k].word) != len || strncmp(w, words[k].word, len)))
+				k++;
+			if (k == sizeof words / sizeof *words) {
+				m = 0;
+				break;
+			}
+			m |= words[k].modes;
+			w += len;
+			w += !strncmp(w, ", ", 2) ? 2 : 0;
+		}
+		if (!m)
+			break;
+		all |= m;
+		seg = strstr(colon, "; ");
+		seg = seg ? seg + 2 : NULL;
+	}
+	return all;
+}
+
+/* Options given on the command line that do not apply to the mode are a
+ * usage error, naming the option (exit 64). */
+static void check_modes(unsigned mode, const char *name)
+{
+	for (size_t k = 0; k < TF_NOPTS(opts); k++) {
+		unsigned m = option_modes(opts[k].help);
+		if (tf_cli_given(k) && m && !(m & mode))
+			tf_usage_error("--%s does not apply to '%s'", opts[k].name, name);
+	}
+}
+
 /* The modes. Add a row (and a file in bin/bench/) per new mode. */
 static const struct {
 	const char *name;
+	unsigned mode;
 	int (*run)(void);
 } modes[] = {
-	{"kernels", mode_kernels},
-	{"decode", bench_decode},
-	{"serve", bench_serve},
+	{"kernels", M_KERNELS, mode_kernels},
+	{"decode", M_DECODE, bench_decode},
+	{"serve", M_SERVE, bench_serve},
 };
 
 int main(int argc, char **argv)
@@ -128,7 +179,9 @@ int main(int argc, char **argv)
 	if (i + 1 < argc)
 		tf_usage_error("unexpected argument '%s'", argv[i + 1]);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
-		if (!strcmp(argv[i], modes[m].name))
+		if (!strcmp(argv[i], modes[m].name)) {
+			check_modes(modes[m].mode, modes[m].name);
 			return modes[m].run();
+		}
 	tf_usage_error("unknown mode '%s' (kernels, decode or serve)", argv[i]);
 }

@@ -21,6 +21,9 @@
 
 static const struct tf_cli *current;
 static bool quiet;
+/* Which of current's options the command line gave (not defaults or
+ * TF_* variables). */
+static bool given[96];
 
 enum { KEY_HELP = 1000, KEY_VERSION, KEY_QUIET, KEY_VERBOSE, KEY_DUMP, KEY_BASE = 2000 };
 
@@ -185,9 +188,15 @@ static void dump_options(const struct tf_cli *cli)
 	       "option\thelp\th\tflag\t-\t-\noption\tversion\tV\tflag\t-\t-\n");
 }
 
+bool tf_cli_given(size_t i)
+{
+	return current && i < current->nopts && i < sizeof given / sizeof *given && given[i];
+}
+
 int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv)
 {
 	current = cli;
+	memset(given, 0, sizeof given);
 	if (tf_log_init(cli->name) < 0)
 		tf_die(78, "TF_LOG='%s' is not one of error|warn|info|debug|trace", getenv("TF_LOG"));
 	atexit(check_stdout);
@@ -203,7 +212,7 @@ int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv)
 	}
 
 	/* Static tables: --help and misuse exit from inside the loop. */
-	enum { MAXOPTS = 96 };
+	enum { MAXOPTS = sizeof given / sizeof *given };
 	static struct option lo[MAXOPTS + 6];
 	static char so[2 * MAXOPTS + 16];
 	size_t n = cli->nopts;
@@ -242,6 +251,7 @@ int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv)
 			tf_status st = set_value(o, o->kind == TF_OPT_FLAG ? NULL : optarg);
 			if (st)
 				tf_usage_error("--%s: %s", o->name, tf_errmsg(st));
+			given[o - cli->opts] = true;
 			continue;
 		}
 		switch (c) {

@@ -64,6 +64,10 @@ struct tf_cli {
  * other than EPIPE exits 74). */
 int tf_cli_parse(const struct tf_cli *cli, int argc, char **argv);
 
+/* True when option i of the parsed table was given on the command line
+ * (not only by its default or TF_* variable). */
+bool tf_cli_given(size_t i);
+
 /* Print "prog: usage error text\nTry 'prog --help'." and exit 64. */
 void tf_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Print "prog: message" to stderr and exit with code. */

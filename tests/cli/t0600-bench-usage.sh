@@ -31,6 +31,22 @@ run tf-bench kernels extra
 expect_rc 64
 expect_no_out
 
+# An option of another mode is refused, naming it (each option's help
+# names its modes).
+run tf-bench kernels --draft --prepared X --requests 5
+expect_rc 64
+expect_err "^tf-bench: --prepared does not apply to 'kernels'"
+expect_no_out
+run tf-bench decode --backend cpu --preset tiny --shapes 128x128
+expect_rc 64
+expect_err "^tf-bench: --shapes does not apply to 'decode'"
+run tf-bench serve --rows 4 -p 1
+expect_rc 64
+expect_err "^tf-bench: --rows does not apply to 'serve'"
+run tf-bench serve --threads 2 -p 1
+expect_rc 64
+expect_err "^tf-bench: --threads does not apply to 'serve'"
+
 TF_CUDA_LIBRARY=/nonexistent/libcuda.so.1 run tf-bench kernels
 expect_rc 69
 expect_one_line_err
