@@ -323,6 +323,14 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 		return tf_err(TF_ERR_UNSUPPORTED, "forward: the %s comm holds %s memory, the %s "
 			      "backend %s", comm->name, comm->device ? "device" : "host",
 			      be->ops->name, be->ops->device ? "device memory" : "host memory");
+	/* The collectives (tp.h) run on the comm's default stream, which the
+	 * CUDA backend's non-blocking stream is not ordered with: until the
+	 * forward hands the comm its backend's stream, a device backend runs
+	 * world 1 only. */
+	if (world > 1 && be->ops->device)
+		return tf_err(TF_ERR_UNSUPPORTED, "forward: tensor parallelism on the %s backend "
+			      "(its collectives are not yet ordered with the backend's stream)",
+			      be->ops->name);
 	struct tf_fwd dims = {.c = c, .Hl = c->heads / world, .Gl = c->o_groups / world,
 			      .Il = c->expert_width / world, .Vl = c->vocab / world};
 	const struct tf_kv_config *kc = tf_kv_config(kv);

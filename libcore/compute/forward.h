@@ -114,11 +114,14 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
 		     struct tf_kv *kv, tf_engram_rows_fn engram, void *engram_ctx,
 		     struct tf_fwd **out);
 
-/* A tensor-parallel rank: comm (borrowed, host memory, comm->rank and
+/* A tensor-parallel rank: comm (borrowed; comm->rank and
  * comm->world give the rank) carries the collectives; w holds the rank's
  * slices. A NULL comm is world 1. TF_ERR_CONFIG when the world does not
- * divide the heads, output groups, expert width and vocabulary. Every
- * rank must run the same calls (rows, positions, sequences). */
+ * divide the heads, output groups, expert width and vocabulary;
+ * TF_ERR_UNSUPPORTED for a comm whose memory is not the backend's, and
+ * for world > 1 on a device backend (the collectives do not yet run on the
+ * backend's stream). Every rank must run the same calls (rows, positions,
+ * sequences). */
 struct tf_comm;
 tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 			const struct tf_fwd_weights *w, struct tf_kv *kv, tf_engram_rows_fn engram,

@@ -56,6 +56,8 @@ static const struct tol tols[] = {
 	 "2^-24 of the row's largest value typically (4e-6 at K 5120), a few times that at the "
 	 "tail of 10^6 outputs (1.02e-5 seen on the H200, router gate at 4096 rows); bf16 y is "
 	 "that rounded once"},
+	{"linear_experts", "y", NEAR, 3e-5, 1, 1e-6,
+	 "each group's rows through its expert's linear: linear's sums in another order"},
 	{"exl3_matmul", "y", EXL3, 4e-3, 0, 3e-2,
 	 "the device rounds the rotated activations and pairwise products to fp16 (exl3-format.md "
 	 "5), the CPU keeps fp32: gpu_exl3's bounds"},
@@ -223,6 +225,36 @@ static void case_linear(const char *what, int64_t R, int64_t K, int64_t N, enum 
 	end();
 }
 
+/* Dense experts (the test packs' routed experts): G groups of R rows,
+ * one empty, through E experts' [N, K] weights. */
+static void case_linear_experts(int64_t R, int64_t K, int64_t N, int E, int G, enum tf_dt wd,
+				enum tf_dt yd)
+{
+	if (!begin("linear_experts", "%d experts %s [%lld, %lld] rows %lld in %d groups y %s", E,
+		   tf_dt_name(wd), (long long)N, (long long)K, (long long)R, G, tf_dt_name(yd)))
+		return;
+	struct tf_tensor wc[16], wg[16];
+	for (int e = 0; e < E; e++) {
+		struct pair *w = pin(wd, rnd(wd, N * K, 1), DIMS(N, K));
+		wc[e] = w->c;
+		wg[e] = w->g;
+	}
+	int32_t *ids = ivec(G), *off = ivec(G + 1);
+	pick(ids, G, E);
+	for (int g = 1; g < G; g++)
+		off[g] = (int32_t)tf_rng_below(&rng, (uint64_t)R + 1);
+	off[G] = (int32_t)R;
+	qsort(off + 1, (size_t)(G - 1), sizeof *off, cmp_i32);
+	if (G > 2)
+		off[2] = off[1];
+	struct pair *pi = pin(TF_DT_I32, ids, DIMS(G)), *po = pin(TF_DT_I32, off, DIMS(G + 1));
+	struct pair *x = pin(TF_DT_BF16, rnd(TF_DT_BF16, R * K, 1), DIMS(R, K));
+	struct pair *y = pout(yd, DIMS(R, N));
+	BOTH(linear_experts, side ? wg : wc, E, T(pi), T(po), T(x), T(y));
+	check("y", y);
+	end();
+}
+
 static void case_embed(int64_t R, int64_t C, int64_t V, int64_t D, int64_t lo)
 {
 	if (!begin("embed", "ids [%lld] table [%lld, %lld] from %lld out [%lld, %lld, %lld]",
@@ -315,6 +347,8 @@ static void cases_dense(void)
 	case_linear("f16 w bf16 out", 3, 256, 128, TF_DT_BF16, TF_DT_F16, TF_DT_BF16);
 	case_linear("f16 w bf16 out", 300, 256, 128, TF_DT_BF16, TF_DT_F16, TF_DT_BF16);
 	case_linear("f32 w bf16 x", 40, 256, 130, TF_DT_BF16, TF_DT_F32, TF_DT_F32);
+	case_linear_experts(12, 256, 512, 8, 5, TF_DT_BF16, TF_DT_F32);
+	case_linear_experts(300, 512, 256, 8, 8, TF_DT_BF16, TF_DT_BF16);
 
 	case_embed(5, 1, 40, 96, 0);
 	case_embed(7, 4, 40, 96, 17);
