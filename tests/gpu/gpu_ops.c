@@ -225,6 +225,23 @@ static void case_linear(const char *what, int64_t R, int64_t K, int64_t N, enum 
 	end();
 }
 
+/* The ragged experts ops' groups: G groups of R rows in all through
+ * random experts of E (expert_ids [G], offsets [G + 1]), the second one
+ * empty when there are three or more. */
+static void groups(int64_t R, int G, int E, struct pair **ids_out, struct pair **off_out)
+{
+	int32_t *ids = ivec(G), *off = ivec(G + 1);
+	pick(ids, G, E);
+	for (int g = 1; g < G; g++)
+		off[g] = (int32_t)tf_rng_below(&rng, (uint64_t)R + 1);
+	off[G] = (int32_t)R;
+	qsort(off + 1, (size_t)(G - 1), sizeof *off, cmp_i32);
+	if (G > 2)
+		off[2] = off[1];
+	*ids_out = pin(TF_DT_I32, ids, DIMS(G));
+	*off_out = pin(TF_DT_I32, off, DIMS(G + 1));
+}
+
 /* Dense experts (the test packs' routed experts): G groups of R rows,
  * one empty, through E experts' [N, K] weights. */
 static void case_linear_experts(int64_t R, int64_t K, int64_t N, int E, int G, enum tf_dt wd,
@@ -239,15 +256,8 @@ static void case_linear_experts(int64_t R, int64_t K, int64_t N, int E, int G, e
 		wc[e] = w->c;
 		wg[e] = w->g;
 	}
-	int32_t *ids = ivec(G), *off = ivec(G + 1);
-	pick(ids, G, E);
-	for (int g = 1; g < G; g++)
-		off[g] = (int32_t)tf_rng_below(&rng, (uint64_t)R + 1);
-	off[G] = (int32_t)R;
-	qsort(off + 1, (size_t)(G - 1), sizeof *off, cmp_i32);
-	if (G > 2)
-		off[2] = off[1];
-	struct pair *pi = pin(TF_DT_I32, ids, DIMS(G)), *po = pin(TF_DT_I32, off, DIMS(G + 1));
+	struct pair *pi, *po;
+	groups(R, G, E, &pi, &po);
 	struct pair *x = pin(TF_DT_BF16, rnd(TF_DT_BF16, R * K, 1), DIMS(R, K));
 	struct pair *y = pout(yd, DIMS(R, N));
 	BOTH(linear_experts, side ? wg : wc, E, T(pi), T(po), T(x), T(y));
@@ -438,15 +448,8 @@ static void case_experts(uint32_t k, uint32_t n, const uint32_t *bits, int count
 		return;
 	struct tf_exl3_layer Lc[16], Lg[16];
 	layers_make(k, n, bits, count, cb, Lc, Lg);
-	int32_t *ids = ivec(G), *off = ivec(G + 1);
-	pick(ids, G, count);
-	for (int g = 1; g < G; g++)
-		off[g] = (int32_t)tf_rng_below(&rng, (uint64_t)R + 1);
-	off[G] = (int32_t)R;
-	qsort(off + 1, (size_t)(G - 1), sizeof *off, cmp_i32);
-	if (G > 2)
-		off[2] = off[1];
-	struct pair *pi = pin(TF_DT_I32, ids, DIMS(G)), *po = pin(TF_DT_I32, off, DIMS(G + 1));
+	struct pair *pi, *po;
+	groups(R, G, count, &pi, &po);
 	struct pair *x = pin(TF_DT_BF16, rnd(TF_DT_BF16, R * k, 1.7f), DIMS(R, k));
 	struct pair *y = pout(yd, DIMS(R, n));
 	BOTH(exl3_matmul_experts, side ? Lg : Lc, count, T(pi), T(po), T(x), T(y));
