@@ -1,5 +1,5 @@
 /* model.h: a DeepSeek-V4.1 model of one tensor-parallel rank, ready to run
- * on the CPU backend: every tensor of the rank's plan (model/plan.h) in the
+ * on the CPU or the CUDA backend (compute/ops.h): every tensor of the rank's plan (model/plan.h) in the
  * forward's weights (EXL3 groups as tf_exl3_layer, natives converted as
  * forward.h wants), sliced from the pack or read from the rank's prepared
  * images (tf-prepared(5)), its KV cache (kv.h), and Engram rows of the
@@ -33,8 +33,15 @@
 #include "compute/kv.h"
 #include "model/config.h"
 
+struct tf_progress;
+
+/* Where a rank's model runs. */
+enum tf_model_backend { TF_MODEL_CPU = 0, TF_MODEL_CUDA = 1 };
+
 struct tf_model_opts {
-	int threads;               /* backend workers (0: one per CPU) */
+	enum tf_model_backend backend; /* cpu (the default) or cuda */
+	int device;                /* cuda: the device ordinal (0: the first) */
+	int threads;               /* cpu backend workers (0: one per CPU) */
 	int slots;                 /* sequences at once (0: 8) */
 	int64_t max_positions;     /* per sequence (0: 4096) */
 	int64_t pages;             /* cache pages of 256 positions (0: enough for
@@ -46,6 +53,15 @@ struct tf_model_opts {
 	const char *prepared;      /* NULL: slice the pack; else load the rank's images
 				    * from this folder: tf-prepare's -o DIR, or a rank
 				    * folder DIR/<key>/rank<r>of<w> itself */
+	bool synthetic;            /* read no tensor data: EXL3 trellises are random
+				    * bits drawn on the backend from synth_seed, the
+				    * other tensors (suh, svh, natives, Engram rows)
+				    * what tf-pack-synth writes for synth_seed
+				    * (model/synth.h); for benchmarks over a sparse
+				    * pack (tf-pack-synth --sparse), which has the
+				    * headers. Not with prepared. */
+	uint64_t synth_seed;
+	struct tf_progress *progress; /* weight bytes placed, or NULL (borrowed) */
 };
 
 struct tf_comm;
@@ -63,11 +79,28 @@ struct tf_model;
  * a missing entry) with TF_ERR_FORMAT or TF_ERR_VERSION naming the file.
  * Natives a pack stores as f16 are rounded to bf16 in the images
  * (tf-prepared(5)), so equality holds for packs that store them as bf16,
- * as tf-pack-synth does. */
+ * as tf-pack-synth does.
+ *
+ * On cuda (opts->backend) every tensor lives in device memory: each is
+ * read (or generated) into bounded host memory and uploaded through the
+ * backend's pinned staging, so host memory stays flat in the model's size,
+ * and a projection's routed experts lie as one image (ops.h). A rank whose
+ * weights and cache do not fit the device's free memory is refused with
+ * TF_ERR_NOMEM before any upload, naming both sizes; no device or driver
+ * is TF_ERR_UNAVAILABLE (tf_cuda_be_new). */
 tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 			struct tf_model **out);
 void tf_model_free(struct tf_model *m);
 const struct tf_config *tf_model_config(const struct tf_model *m);
+/* The op backend the rank runs on (borrowed: tf_model_free frees it). */
+struct tf_be *tf_model_be(struct tf_model *m);
+
+/* What one rank holds on its backend, in bytes: EXL3 groups (trellis,
+ * suh, svh), the other weights, and the KV cache. */
+struct tf_model_bytes {
+	uint64_t exl3, native, kv;
+};
+void tf_model_bytes(const struct tf_model *m, struct tf_model_bytes *out);
 
 /* Sequences on the cache. */
 tf_status tf_model_seq_new(struct tf_model *m, int *seq);
