@@ -472,6 +472,27 @@ tf_rows_cache_read(const uint8_t *cache, int64_t cache_rows, int64_t row_bytes,
 	}
 }
 
+/* fill_random: word i of ops.h's tf_random_word at bytes 8i .. 8i + 7,
+ * little-endian; an aligned whole word is one store, the rest bytewise. */
+extern "C" __global__ void __launch_bounds__(256)
+tf_rows_random(unsigned char *t, uint64_t n, uint64_t seed)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; 8 * i < n; i += stride) {
+		uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z ^= z >> 31;
+		unsigned char *b = t + 8 * i;
+		if (8 * i + 8 <= n && !((uintptr_t)b & 7)) {
+			*(uint64_t *)b = z;
+		} else {
+			for (uint64_t j = 0; j < 8 && 8 * i + j < n; j++)
+				b[j] = (unsigned char)(z >> (8 * j));
+		}
+	}
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 tf_rows_page(const int32_t *pt, int64_t P, int32_t rpp, const int32_t *logical, int64_t n,
 	     int32_t *out)

@@ -71,6 +71,7 @@ static const struct tf_ops cpu_ops = {
 	.download = cpu_download,
 	.sync = cpu_sync,
 	.convert = cpu_convert,
+	.fill_random = cpu_fill_random,
 	.linear = cpu_linear,
 	.exl3_matmul = cpu_exl3_matmul,
 	.exl3_matmul_experts = cpu_exl3_matmul_experts,

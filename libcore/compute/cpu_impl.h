@@ -171,6 +171,7 @@ tf_status cpu_engram_gate(struct tf_be *be, const struct tf_tensor *x, const str
 			  const struct tf_tensor *qk, const struct tf_tensor *blocked, float eps,
 			  float clamp, struct tf_tensor *out);
 /* cpu_rows.c */
+tf_status cpu_fill_random(struct tf_be *be, struct tf_tensor *t, uint64_t seed);
 tf_status cpu_rows_copy(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *xi,
 			struct tf_tensor *y, const struct tf_tensor *yi);
 tf_status cpu_cache_write(struct tf_be *be, const struct tf_rowfmt *f, const struct tf_tensor *x,

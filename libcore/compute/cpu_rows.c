@@ -8,6 +8,21 @@
 #include "base/alloc.h"
 #include "compute/cpu_impl.h"
 
+tf_status cpu_fill_random(struct tf_be *be, struct tf_tensor *t, uint64_t seed)
+{
+	(void)be;
+	if (!t || (!t->data && tf_tensor_bytes(t)))
+		return tf_err(TF_ERR_ARG, "fill_random: no tensor");
+	unsigned char *b = t->data;
+	size_t n = tf_tensor_bytes(t);
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t w = tf_random_word(seed, i / 8);
+		for (size_t j = 0; j < 8 && i + j < n; j++)
+			b[i + j] = (unsigned char)(w >> (8 * j));
+	}
+	return TF_OK;
+}
+
 /* The move count of rows_copy (ops.h). */
 static int64_t moves(const struct tf_tensor *x, const struct tf_tensor *xi,
 		     const struct tf_tensor *yi)

@@ -301,6 +301,7 @@ static const struct tf_ops cuda_ops = {
 	.download = cuda_download,
 	.sync = cuda_sync,
 	.convert = cuda_convert,
+	.fill_random = cuda_fill_random,
 	.linear = cuda_linear,
 	.linear_experts = cuda_linear_experts,
 	.exl3_matmul = cuda_exl3_matmul,
@@ -411,6 +412,18 @@ static void cuda_free(struct tf_be *be)
 {
 	impl_free(be->impl, true);
 	free(be);
+}
+
+tf_status tf_cuda_be_memory(struct tf_be *be, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	*free_bytes = *total_bytes = 0;
+	if (!be || !be->ops->device)
+		return tf_err(TF_ERR_UNSUPPORTED, "memory: not a CUDA backend");
+	size_t f = 0, t = 0;
+	tf_status st = TF_CU(tf_cu->MemGetInfo(&f, &t));
+	*free_bytes = f;
+	*total_bytes = t;
+	return st;
 }
 
 tf_status tf_cuda_be_new(int device, struct tf_be **out)

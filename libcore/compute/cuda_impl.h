@@ -63,6 +63,7 @@ tf_status cuda_linear_experts(struct tf_be *be, const struct tf_tensor *w, int n
 			      const struct tf_tensor *expert_ids, const struct tf_tensor *offsets,
 			      const struct tf_tensor *x, struct tf_tensor *y);
 /* cuda_rows.c */
+tf_status cuda_fill_random(struct tf_be *be, struct tf_tensor *t, uint64_t seed);
 tf_status cuda_rows_copy(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *xi,
 			 struct tf_tensor *y, const struct tf_tensor *yi);
 tf_status cuda_cache_write(struct tf_be *be, const struct tf_rowfmt *f, const struct tf_tensor *x,

@@ -21,6 +21,20 @@ static unsigned grid_for(int64_t threads, unsigned block)
 	return g > ROWS_MAX_GRID ? ROWS_MAX_GRID : (unsigned)g;
 }
 
+static struct cuda_fn fn_random = {.name = "tf_rows_random"};
+
+tf_status cuda_fill_random(struct tf_be *be, struct tf_tensor *t, uint64_t seed)
+{
+	if (!t || (!t->data && tf_tensor_bytes(t)))
+		return tf_err(TF_ERR_ARG, "fill_random: no tensor");
+	uint64_t n = tf_tensor_bytes(t);
+	if (!n)
+		return TF_OK;
+	tf_cu_ptr p = cuda_ptr(t);
+	void *a[] = {&p, &n, &seed};
+	return cuda_launch(be, &fn_random, grid_for((int64_t)((n + 7) / 8), 256), 1, 256, 0, a);
+}
+
 /* The widest copy unit (16, 8, 4, 2 or 1 bytes) dividing the row and both
  * base addresses. */
 static int32_t copy_unit(int64_t row_bytes, tf_cu_ptr x, tf_cu_ptr y)

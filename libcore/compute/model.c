@@ -1,6 +1,7 @@
-/* model.c: a DeepSeek-V4.1 model of one tensor-parallel rank on the CPU
- * backend (model.h): open (the weights come from model_load.c), Engram
- * rows of the rank's hash columns, sequences and the forward. */
+/* model.c: a DeepSeek-V4.1 model of one tensor-parallel rank on the CPU or
+ * the CUDA backend (model.h): open (the backend, the cache, the fit check;
+ * the weights come from model_load.c), Engram rows of the rank's hash
+ * columns, sequences and the forward. */
 #include "compute/model.h"
 
 #include <stddef.h>
@@ -10,6 +11,9 @@
 
 #include "base/alloc.h"
 #include "base/file.h"
+#include "base/hmap.h"
+#include "base/log.h"
+#include "base/progress.h"
 #include "compute/model_impl.h"
 #include "compute/ops.h"
 #include "fabric/comm.h"
@@ -18,6 +22,7 @@
 #include "model/engram_shard.h"
 #include "model/prepare.h"
 #include "model/prepared.h"
+#include "model/synth.h"
 #include "text/tokenizer.h"
 
 void *tf_model_keep(struct tf_model *m, size_t bytes)
@@ -85,8 +90,27 @@ static tf_status hist_put(struct tf_model *m, int seq, int64_t pos, int32_t id)
 	return TF_OK;
 }
 
+/* A synthetic table row (opts.synthetic): random e4m3 codes (no NaN) and
+ * UE8M0 scales 2^-7 .. 2^0, as tf-pack-synth's tables hold, drawn from
+ * (seed, layer, row) so that any row costs the same. */
+static void synth_row(uint64_t seed, uint32_t layer, uint64_t row, uint8_t *raw)
+{
+	uint64_t s = tf_hash_u64(seed ^ tf_hash_u64(((uint64_t)layer << 40) ^ row));
+	for (size_t i = 0; i < TF_ENGRAM_ROW_BYTES; i += 8) {
+		uint64_t w = tf_random_word(s, i / 8);
+		for (size_t j = 0; j < 8 && i + j < TF_ENGRAM_ROW_BYTES; j++) {
+			uint8_t v = (uint8_t)(w >> (8 * j));
+			if (i + j >= TF_ENGRAM_ROW_VALUES)
+				v = (uint8_t)(120 + v % 8);
+			else if ((v & 0x7f) == 0x7f)
+				v ^= 1;
+			raw[i + j] = v;
+		}
+	}
+}
+
 /* The rows of the rank's columns [c0, c1) for R rows: from the pack's
- * table, or from the rank's shard in one batch. */
+ * table, from the rank's shard in one batch, or synthetic. */
 static tf_status engram_rows(void *ctx, uint32_t layer, int R, const int32_t *ids,
 			     const int64_t *pos, const int *seq, int64_t width, int64_t stride,
 			     uint16_t *out, uint8_t *blocked)
@@ -118,7 +142,10 @@ static tf_status engram_rows(void *ctx, uint32_t layer, int R, const int32_t *id
 		for (uint32_t col = 0; col < n; col++)
 			want[(size_t)r * n + col] = (uint64_t)r64[(uint32_t)li * n + col];
 	}
-	if (m->shard[li]) {
+	if (m->synth) {
+		for (size_t i = 0; i < nrow; i++)
+			synth_row(m->synth_seed, layer, want[i], raw + i * TF_ENGRAM_ROW_BYTES);
+	} else if (m->shard[li]) {
 		st = tf_engram_shard_fetch(m->shard[li], want, nrow, raw);
 	} else {
 		for (size_t i = 0; i < nrow && !st; i++) {
@@ -166,6 +193,45 @@ static tf_status prep_dir(struct tf_model *m, const char *dir)
 
 /* ---- open, run, free ---- */
 
+static uint64_t kv_bytes(struct tf_kv *kv)
+{
+	const struct tf_kv_store *s = tf_kv_store(kv);
+	uint64_t n = tf_tensor_bytes(&s->ring) + tf_tensor_bytes(&s->carry) + tf_tensor_bytes(&s->pt);
+	for (int i = 0; i < TF_KV_MAX_SRC; i++)
+		n += tf_tensor_bytes(&s->pool[i]) + tf_tensor_bytes(&s->ik[i]);
+	return n;
+}
+
+/* Room left on the device for the scratch of a forward call and the
+ * backend's workspaces, beyond the weights and the cache. */
+#define MODEL_DEVICE_SPARE ((uint64_t)1 << 30)
+
+static double gib(uint64_t b)
+{
+	return (double)b / (double)(1ull << 30);
+}
+
+/* A device rank refuses weights its device has no room for (the cache
+ * is allocated already, so its bytes are out of the free memory). */
+static tf_status fits(struct tf_model *m, int device, uint64_t weights)
+{
+	uint64_t free_b, total_b;
+	if (!m->device)
+		return TF_OK;
+	tf_status st = tf_cuda_be_memory(m->be, &free_b, &total_b);
+	if (st)
+		return st;
+	tf_log(TF_LOG_INFO, "model: rank %u of %u on device %d: weights %.2f GiB, cache %.2f GiB, "
+	       "%.2f GiB free of %.2f GiB", m->rank, m->world, device, gib(weights), gib(m->bytes.kv),
+	       gib(free_b), gib(total_b));
+	if (weights + MODEL_DEVICE_SPARE > free_b)
+		return tf_err(TF_ERR_NOMEM, "model: the rank's weights (%.2f GiB) and cache (%.2f GiB) "
+			      "do not fit device %d: %.2f GiB free of %.2f GiB with the cache in place, "
+			      "and %.2f GiB more are kept for work space", gib(weights), gib(m->bytes.kv),
+			      device, gib(free_b), gib(total_b), gib(MODEL_DEVICE_SPARE));
+	return TF_OK;
+}
+
 tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 			struct tf_model **out)
 {
@@ -201,10 +267,43 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 		goto fail;
 	m->plan_built = true;
 	const struct tf_config *c = &m->c;
+	if (o.synthetic && o.prepared) {
+		st = tf_err(TF_ERR_ARG, "model: synthetic weights come from a pack, not a prepared folder");
+		goto fail;
+	}
 	if (o.prepared && (st = prep_dir(m, o.prepared)))
 		goto fail;
+	if (o.synthetic) {
+		struct tf_synth_opts so = {.config = c, .seed = o.synth_seed, .bits = {4}, .nbits = 1};
+		if ((st = tf_synth_src_new(&so, &m->synth)))
+			goto fail;
+		m->synth_seed = o.synth_seed;
+	}
+	/* the backend and the cache first: a device's room is checked before
+	 * any weight goes up */
+	if ((st = o.backend == TF_MODEL_CUDA ? tf_cuda_be_new(o.device, &m->be)
+					     : tf_cpu_be_new(o.threads, &m->be)))
+		goto fail;
+	m->device = m->be->ops->device != 0;
+	struct tf_kv_config kc;
+	tf_fwd_kv_config(c, o.pages, o.slots, o.max_positions, &kc);
+	kc.window_fmt = o.window_fmt;
+	kc.pool_fmt = o.pool_fmt;
+	kc.index_fmt = o.index_fmt;
+	if ((st = tf_kv_new(m->be, &kc, &m->kv)))
+		goto fail;
+	m->bytes.kv = kv_bytes(m->kv);
+	uint64_t exl3, native;
+	if ((st = tf_model_plan_bytes(m, &exl3, &native)) || (st = fits(m, o.device, exl3 + native)))
+		goto fail;
+	m->progress = o.progress;
+	if (m->progress)
+		m->progress->total = exl3 + native;
 	if ((st = m->prep_dir ? tf_model_load_prepared(m) : tf_model_load_pack(m)))
 		goto fail;
+	if (m->progress)
+		tf_progress_end(m->progress);
+	m->progress = NULL;
 	if (c->n_engram && (st = engram_init(m)))
 		goto fail;
 	m->slots = o.slots;
@@ -213,13 +312,7 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 		st = tf_err(TF_ERR_NOMEM, "model: history");
 		goto fail;
 	}
-	struct tf_kv_config kc;
-	tf_fwd_kv_config(c, o.pages, o.slots, o.max_positions, &kc);
-	kc.window_fmt = o.window_fmt;
-	kc.pool_fmt = o.pool_fmt;
-	kc.index_fmt = o.index_fmt;
-	if ((st = tf_cpu_be_new(o.threads, &m->be)) || (st = tf_kv_new(m->be, &kc, &m->kv)) ||
-	    (st = tf_fwd_new_tp(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, m->comm,
+	if ((st = tf_fwd_new_tp(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, m->comm,
 				&m->fwd)))
 		goto fail;
 	if (c->mtp_layers &&
@@ -240,7 +333,13 @@ void tf_model_free(struct tf_model *m)
 	free(m->taps);
 	tf_fwd_free(m->fwd);
 	tf_kv_free(m->kv);
+	for (size_t i = 0; i < m->ndev; i++)
+		m->be->ops->release(m->be, &m->dev[i]);
+	free(m->dev);
 	tf_be_free(m->be);
+	free(m->hold[0]);
+	free(m->hold[1]);
+	tf_synth_src_free(m->synth);
 	if (m->hist)
 		for (int i = 0; i < m->slots; i++)
 			free(m->hist[i].ids);
@@ -264,6 +363,16 @@ void tf_model_free(struct tf_model *m)
 const struct tf_config *tf_model_config(const struct tf_model *m)
 {
 	return &m->c;
+}
+
+struct tf_be *tf_model_be(struct tf_model *m)
+{
+	return m->be;
+}
+
+void tf_model_bytes(const struct tf_model *m, struct tf_model_bytes *out)
+{
+	*out = m->bytes;
 }
 
 tf_status tf_model_seq_new(struct tf_model *m, int *seq)

@@ -17,6 +17,8 @@
 #include "pack/pack.h"
 
 struct tf_engram_shard;
+struct tf_progress;
+struct tf_synth_src;
 
 struct tf_model_hist {
 	uint32_t *ids; /* token at each position */
@@ -33,6 +35,15 @@ struct tf_model {
 	struct tf_comm *comm;      /* borrowed; NULL at world 1 */
 	char *prep_dir;            /* the rank's prepared folder, or NULL */
 	struct tf_be *be;
+	bool device;               /* be holds device memory: weights are uploaded */
+	struct tf_synth_src *synth;/* synthetic: the pack's data, generated */
+	uint64_t synth_seed;
+	struct tf_progress *progress; /* borrowed, or NULL */
+	struct tf_model_bytes bytes;  /* the weights placed so far, and the cache */
+	struct tf_tensor *dev;     /* device buffers of the weights */
+	size_t ndev, capdev;
+	void *hold[2];             /* device: host buffers the bytes pass through */
+	size_t hold_cap[2];
 	struct tf_kv *kv;
 	struct tf_fwd *fwd;
 	struct tf_fwd_weights w;
@@ -59,12 +70,18 @@ struct tf_model {
 /* A buffer of bytes kept until tf_model_free (NULL when out of memory). */
 void *tf_model_keep(struct tf_model *m, size_t bytes);
 
+/* The bytes the rank's weights of m->plan take on the backend. */
+tf_status tf_model_plan_bytes(struct tf_model *m, uint64_t *exl3, uint64_t *native);
+
 /* Fill m->w (and m->q, m->table or m->shard) with the rank's weights of
  * m->plan: sliced from the pack, or read from m->prep_dir's images (each
  * checked against the pack's key, the rank and the world, every payload
  * against its SHA-256). TF_ERR_FORMAT, TF_ERR_MISMATCH, TF_ERR_VERSION or
  * TF_ERR_NOTFOUND naming the file for a prepared folder that is damaged,
- * for another rank, world or pack, or incomplete. */
+ * for another rank, world or pack, or incomplete. With m->synth the
+ * pack's data is generated instead of read (model.h, opts.synthetic). The
+ * tensors go to m->be: kept host buffers on the CPU, device buffers
+ * (m->dev) uploaded through m->hold on a device. */
 tf_status tf_model_load_pack(struct tf_model *m);
 tf_status tf_model_load_prepared(struct tf_model *m);
 

@@ -82,6 +82,16 @@ void tf_rope_freqs_plain(struct tf_rope_freqs *rf, int dim, double theta);
 void tf_rope_freqs_yarn(struct tf_rope_freqs *rf, int dim, double theta, double factor,
 			double orig_max, double beta_fast, double beta_slow);
 
+/* Word i of fill_random's bits for seed: splitmix64's output for the state
+ * seed + (i + 1) * 0x9e3779b97f4a7c15. */
+static inline uint64_t tf_random_word(uint64_t seed, uint64_t i)
+{
+	uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 /* Sampling settings of one row (sample.h has the rules). */
 struct tf_sample_params;
 /* One EXL3 projection (trellis, suh, svh, geometry): model/exl3.h. */
@@ -105,6 +115,11 @@ struct tf_ops {
 
 	/* y = convert(x): same shape; f32 -> bf16/f16 rounds to nearest even. */
 	tf_status (*convert)(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *y);
+
+	/* t's bytes = random bits of seed: byte j is byte j % 8 (little-endian)
+	 * of tf_random_word(seed, j / 8), the same on every backend (synthetic
+	 * weights generated where they live). Any dtype and size. */
+	tf_status (*fill_random)(struct tf_be *be, struct tf_tensor *t, uint64_t seed);
 
 	/* y[R,N] = x[R,K] . W[N,K]^T with fp32 accumulation. x: f32/bf16/f16;
 	 * W: f32/bf16/f16 (dense weights: the router gate, weights_proj, test
@@ -336,6 +351,9 @@ tf_status tf_cpu_be_new(int threads, struct tf_be **out);
  * thread that uses it must be the one that made it, or call
  * tf_cuda_be_use first. */
 tf_status tf_cuda_be_new(int device, struct tf_be **out);
+/* The device memory a CUDA backend's device has free and in all, in bytes
+ * (TF_ERR_UNSUPPORTED on the CPU backend). */
+tf_status tf_cuda_be_memory(struct tf_be *be, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Make be's context current on the calling thread (a no-op for the CPU). */
 tf_status tf_cuda_be_use(struct tf_be *be);
 /* Release a backend (NULL is a no-op). */

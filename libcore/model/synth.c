@@ -442,3 +442,77 @@ out:
 	json_decref(wm);
 	return st;
 }
+
+/* ---- a pack's data without the pack ---- */
+
+struct tf_synth_src {
+	struct tf_synth_opts o;
+	struct list l;
+	struct tf_hmap by_name; /* name -> item index + 1 */
+};
+
+tf_status tf_synth_src_new(const struct tf_synth_opts *o, struct tf_synth_src **out)
+{
+	*out = NULL;
+	struct tf_synth_src *s = calloc(1, sizeof *s);
+	if (!s)
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	s->o = *o;
+	s->o.progress = NULL;
+	tf_hmap_init(&s->by_name, TF_HMAP_STR);
+	tf_status st = tf_config_validate(o->config);
+	if (!st)
+		st = build_list(&s->o, &s->l);
+	for (size_t i = 0; !st && i < s->l.n; i++)
+		st = tf_hmap_put_str(&s->by_name, s->l.v[i].name, strlen(s->l.v[i].name), i + 1);
+	if (st) {
+		tf_synth_src_free(s);
+		return st;
+	}
+	*out = s;
+	return TF_OK;
+}
+
+tf_status tf_synth_src_read(struct tf_synth_src *s, const char *name, uint64_t off, void *buf,
+			    uint64_t n)
+{
+	uintptr_t at;
+	if (!tf_hmap_get_str(&s->by_name, name, strlen(name), &at))
+		return tf_err(TF_ERR_NOTFOUND, "synthetic pack: no tensor '%s'", name);
+	const struct item *it = &s->l.v[at - 1];
+	if (off > it->bytes || n > it->bytes - off)
+		return tf_err(TF_ERR_RANGE, "synthetic pack: bytes %llu..%llu of '%s' (%llu bytes)",
+			      (unsigned long long)off, (unsigned long long)(off + n), name,
+			      (unsigned long long)it->bytes);
+	struct tf_rng r;
+	tf_rng_seed(&r, mix(s->o.seed, it->name));
+	uint8_t chunk[4096];
+	/* the generator runs from the tensor's start, as tf_synth_write's does,
+	 * in CHUNK pieces (fill's state depends on the piece boundaries only
+	 * through the byte offset, which it is given) */
+	uint64_t at_byte = 0, end = off + n;
+	uint8_t *dst = buf;
+	while (at_byte < end) {
+		uint64_t piece = it->bytes - at_byte < CHUNK ? it->bytes - at_byte : CHUNK;
+		for (uint64_t p = 0; p < piece && at_byte + p < end; p += sizeof chunk) {
+			size_t k = piece - p < sizeof chunk ? (size_t)(piece - p) : sizeof chunk;
+			fill(it, &r, at_byte + p, chunk, k);
+			uint64_t lo = at_byte + p, hi = lo + k;
+			if (hi > off) {
+				uint64_t a = lo > off ? lo : off, b = hi < end ? hi : end;
+				memcpy(dst + (a - off), chunk + (a - lo), (size_t)(b - a));
+			}
+		}
+		at_byte += piece;
+	}
+	return TF_OK;
+}
+
+void tf_synth_src_free(struct tf_synth_src *s)
+{
+	if (!s)
+		return;
+	tf_hmap_release(&s->by_name);
+	free(s->l.v);
+	free(s);
+}

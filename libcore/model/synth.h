@@ -44,6 +44,18 @@ struct tf_synth_stats {
 /* Write the pack into dir (created if missing; files replaced atomically). */
 tf_status tf_synth_write(const struct tf_synth_opts *o, const char *dir,
 			 struct tf_synth_stats *stats);
+/* A synthetic pack's data without writing the pack: bytes [off, off + n)
+ * of tensor `name` as tf_synth_write(o) writes them (o->config, o->seed and
+ * the widths; o->progress is not used). Each read generates the tensor
+ * from its start (the cost grows with off + n), so it suits the small
+ * tensors and the first rows of large ones. TF_ERR_NOTFOUND for a name the
+ * pack has not, TF_ERR_RANGE past its end. */
+struct tf_synth_src;
+tf_status tf_synth_src_new(const struct tf_synth_opts *o, struct tf_synth_src **out);
+tf_status tf_synth_src_read(struct tf_synth_src *s, const char *name, uint64_t off, void *buf,
+			    uint64_t n);
+void tf_synth_src_free(struct tf_synth_src *s);
+
 /* The width a synthetic pack gives a group (exposed for tests). */
 uint32_t tf_synth_bits(const struct tf_synth_opts *o, const struct tf_group_spec *g);
 /* The codebook a synthetic pack gives a group. */

@@ -5,7 +5,7 @@
  * (alloc zeroes, upload/download round trips, views), convert, linear, the
  * two EXL3 ops, embed, rmsnorm, rope, attention, compressor, index_score,
  * index_topk, candidate_blocks, moe_route, swiglu, moe_combine, hc_mix,
- * hc_collapse, hc_post, engram_gate, rows_copy, cache_write, cache_read,
+ * hc_collapse, hc_post, engram_gate, fill_random, rows_copy, cache_write, cache_read,
  * page_rows, attn_keys, moe_group, stream_mean and sample; at the end, a few
  * shapes both backends must refuse with TF_ERR_ARG. Shapes: tiny ones (96
  * features, 32 rotated, 2 heads) and the release's (model/config.c's
@@ -107,6 +107,7 @@ static const struct tol tols[] = {
 	{"cache_read", "out", EXACT, 0, 0, 0,
 	 "codes times powers of two are exact in fp32 and in bf16; skipped rows are zeros"},
 	{"page_rows", "out", EXACT, 0, 0, 0, "integer arithmetic"},
+	{"fill_random", "t", EXACT, 0, 0, 0, "integer hashing (ops.h tf_random_word)"},
 	{"attn_keys", "key_off", EXACT, 0, 0, 0, "integer key lists"},
 	{"attn_keys", "key_idx", EXACT, 0, 0, 0, "integer key lists (the used prefix)"},
 	{"moe_group", "offsets", EXACT, 0, 0, 0, "a stable counting sort"},
@@ -1163,6 +1164,17 @@ static void case_page_rows(int64_t P, int rpp, int64_t n)
 	end();
 }
 
+/* fill_random over n bytes (the last word partial when n % 8). */
+static void case_fill_random(int64_t n, uint64_t seed)
+{
+	if (!begin("fill_random", "%lld bytes, seed %llu", (long long)n, (unsigned long long)seed))
+		return;
+	struct pair *t = pout(TF_DT_U8, DIMS(n));
+	BOTH(fill_random, T(t), seed);
+	check("t", t);
+	end();
+}
+
 static void cases_rows(void)
 {
 	static const int64_t dec[] = {1, 4, 16, 64};
@@ -1176,6 +1188,9 @@ static void cases_rows(void)
 	const struct tf_rowfmt tiny4 = {TF_KV_FP4, 96, 32, 0};
 	const int64_t rb = (int64_t)tf_rowfmt_bytes(&win);
 
+	case_fill_random(1, 1);
+	case_fill_random(8 * 1000 + 5, 7);
+	case_fill_random((int64_t)3 << 20, 0x5eed);
 	case_rows_copy("tiny", TF_DT_F32, 9, 7, 96, 12, 1, 0, 0);
 	case_rows_copy("tiny", TF_DT_BF16, 9, 20, 96, 9, 0, 1, 0);
 	case_rows_copy("tiny", TF_DT_I32, 9, 5, 3, 9, 0, 0, 0);

@@ -170,6 +170,23 @@ START_TEST(moe_group_stable)
 }
 END_TEST
 
+/* fill_random's words are splitmix64's outputs (the published sequence
+ * for state 0), little-endian, the last word cut short. */
+START_TEST(fill_random_is_splitmix64)
+{
+	struct tf_be *be = test_be();
+	static const uint64_t want[3] = {0xe220a8397b1dcdafull, 0x6e789e6aa1b965f4ull,
+					 0x06c45d188009454full};
+	unsigned char b[21];
+	memset(b, 0xa5, sizeof b);
+	struct tf_tensor t = tf_tensor_make(b, TF_DT_U8, 1, (int64_t)sizeof b);
+	ck_assert_int_eq(be->ops->fill_random(be, &t, 0), TF_OK);
+	for (size_t j = 0; j < sizeof b; j++)
+		ck_assert_uint_eq(b[j], (unsigned)(want[j / 8] >> (8 * (j % 8))) & 0xff);
+	tf_be_free(be);
+}
+END_TEST
+
 START_TEST(stream_mean_rounds_once)
 {
 	struct tf_be *be = test_be();
@@ -239,6 +256,7 @@ Suite *suite_ops_rows(void)
 	tcase_add_test(tc, page_rows_map);
 	tcase_add_test(tc, attn_keys_lists);
 	tcase_add_test(tc, moe_group_stable);
+	tcase_add_test(tc, fill_random_is_splitmix64);
 	tcase_add_test(tc, stream_mean_rounds_once);
 	tcase_add_test(tc, linear_experts_groups);
 	suite_add_tcase(s, tc);
