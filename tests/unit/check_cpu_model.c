@@ -12,6 +12,7 @@
 #include "base/file.h"
 #include "compute/model.h"
 #include "model/synth.h"
+#include "pack/pack.h"
 #include "tinypack.h"
 
 static struct tinypack pk;
@@ -164,6 +165,78 @@ START_TEST(long_prefill_matches_decode)
 }
 END_TEST
 
+static struct tf_model *open_synthetic(const char *pack, uint64_t seed)
+{
+	struct tf_model_opts o = {.threads = 2, .slots = 2, .max_positions = 64,
+				  .synthetic = true, .synth_seed = seed};
+	struct tf_model *m;
+	tf_status st = tf_model_open(pack, &o, &m);
+	if (st)
+		fprintf(stderr, "open synthetic: %s\n", tf_errmsg(st));
+	ck_assert_int_eq(st, TF_OK);
+	return m;
+}
+
+/* Synthetic weights need only the pack's headers: a sparse pack gives the
+ * model a dense one of the same seed gives; the weights are the seed's
+ * (the trellises are not the pack's, so the logits differ from its); the
+ * bytes placed are the pack's EXL3 tensors'. */
+START_TEST(synthetic_weights)
+{
+	make_pack(4);
+	struct tinypack sparse;
+	struct tf_config cfg;
+	ck_assert_int_eq(tf_config_preset(&cfg, "tiny"), TF_OK);
+	struct tf_synth_opts so = {.seed = 4, .sparse = true, .bits = {2, 3, 4}, .nbits = 3,
+				   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 4u << 20, .index = true};
+	tinypack_make_with(&sparse, "cpumodel-sparse", &cfg, &so);
+	struct tf_model *a = open_synthetic(pk.pack, 4), *b = open_synthetic(sparse.pack, 4);
+	struct tf_model *c = open_synthetic(pk.pack, 5), *real = open_model();
+	uint32_t V = tf_model_config(a)->vocab;
+	float *la = malloc(sizeof(float) * T * V), *lb = malloc(sizeof(float) * T * V);
+	float *lc = malloc(sizeof(float) * T * V), *lr = malloc(sizeof(float) * T * V);
+	run_chunks(a, T, T, la);
+	run_chunks(b, T, T, lb);
+	run_chunks(c, T, T, lc);
+	run_chunks(real, T, T, lr);
+	ck_assert(!memcmp(la, lb, sizeof(float) * T * V));
+	ck_assert(tinypack_rel(lc, la, (size_t)T * V) > 1e-2);
+	ck_assert(tinypack_rel(lr, la, (size_t)T * V) > 1e-2);
+	struct tf_model_bytes by;
+	tf_model_bytes(a, &by);
+	struct tf_pack p;
+	ck_assert_int_eq(tf_pack_open(&p, pk.pack), TF_OK);
+	uint64_t exl3 = 0;
+	for (size_t i = 0; i < p.n; i++) {
+		const char *n = p.tensors[i].t->name, *dot = strrchr(n, '.');
+		if (!strcmp(dot, ".trellis") || !strcmp(dot, ".suh") || !strcmp(dot, ".svh"))
+			exl3 += p.tensors[i].t->end - p.tensors[i].t->begin;
+	}
+	tf_pack_close(&p);
+	fprintf(stderr, "synthetic: EXL3 %llu bytes (the pack's %llu), other %llu, cache %llu\n",
+		(unsigned long long)by.exl3, (unsigned long long)exl3, (unsigned long long)by.native,
+		(unsigned long long)by.kv);
+	ck_assert_uint_eq(by.exl3, exl3);
+	ck_assert_uint_gt(by.native, 0);
+	ck_assert_uint_gt(by.kv, 0);
+	/* synthetic weights do not come from a prepared folder */
+	struct tf_model_opts bad = {.synthetic = true, .prepared = pk.dir};
+	struct tf_model *m = (struct tf_model *)1;
+	ck_assert_int_eq(tf_model_open(pk.pack, &bad, &m), TF_ERR_ARG);
+	ck_assert_ptr_null(m);
+	free(la);
+	free(lb);
+	free(lc);
+	free(lr);
+	tf_model_free(a);
+	tf_model_free(b);
+	tf_model_free(c);
+	tf_model_free(real);
+	tinypack_drop(&sparse);
+	drop_pack();
+}
+END_TEST
+
 START_TEST(bad_packs_refused)
 {
 	struct tf_model *m = (struct tf_model *)1;
@@ -198,6 +271,7 @@ Suite *suite_cpu_model(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, tiny_pack_properties, 0, 2);
 	tcase_add_test(tc, long_prefill_matches_decode);
+	tcase_add_test(tc, synthetic_weights);
 	tcase_add_test(tc, bad_packs_refused);
 	suite_add_tcase(s, tc);
 	return s;

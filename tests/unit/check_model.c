@@ -250,6 +250,42 @@ START_TEST(synth_deterministic)
 }
 END_TEST
 
+/* tf_synth_src gives the bytes tf_synth_write wrote, read back from the
+ * pack, for every tensor, whole and in an inner range. */
+START_TEST(synth_src_is_the_pack)
+{
+	struct tf_config c;
+	synth("tiny", false, 1ull << 30, &c);
+	struct tf_synth_opts o = {.config = &c, .seed = 5, .bits = {2, 3, 4}, .nbits = 3,
+				  .codebooks = TF_SYNTH_MIXED};
+	struct tf_synth_src *src;
+	ck_assert_int_eq(tf_synth_src_new(&o, &src), TF_OK);
+	struct tf_pack pk;
+	ck_assert_int_eq(tf_pack_open(&pk, dir), TF_OK);
+	size_t checked = 0;
+	for (size_t i = 0; i < pk.n; i++) {
+		const struct tf_pack_tensor *t = &pk.tensors[i];
+		uint64_t n = t->t->end - t->t->begin, off = n / 3, k = n - off - n / 5;
+		uint8_t *a = malloc(n + 1), *b = malloc(n + 1);
+		ck_assert_int_eq(tf_pack_read(&pk, t, 0, a, n), TF_OK);
+		ck_assert_int_eq(tf_synth_src_read(src, t->t->name, 0, b, n), TF_OK);
+		ck_assert_msg(!memcmp(a, b, n), "%s differs", t->t->name);
+		ck_assert_int_eq(tf_synth_src_read(src, t->t->name, off, b, k), TF_OK);
+		ck_assert_msg(!memcmp(a + off, b, k), "%s bytes %llu.. differ", t->t->name,
+			      (unsigned long long)off);
+		ck_assert_int_eq(tf_synth_src_read(src, t->t->name, n - 1, b, 2), TF_ERR_RANGE);
+		free(a);
+		free(b);
+		checked++;
+	}
+	ck_assert_uint_gt(checked, 50);
+	uint8_t x;
+	ck_assert_int_eq(tf_synth_src_read(src, "no.such.tensor", 0, &x, 1), TF_ERR_NOTFOUND);
+	tf_pack_close(&pk);
+	tf_synth_src_free(src);
+}
+END_TEST
+
 Suite *suite_model(void)
 {
 	Suite *s = suite_create("model");
@@ -262,6 +298,7 @@ Suite *suite_model(void)
 	tcase_add_test(t, plan_parts_cover);
 	tcase_add_test(t, plan_release_q28);
 	tcase_add_test(t, synth_deterministic);
+	tcase_add_test(t, synth_src_is_the_pack);
 	suite_add_tcase(s, t);
 	return s;
 }
