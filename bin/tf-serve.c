@@ -17,6 +17,7 @@
 #include "base/cli.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "compute/model.h"
 #include "engine/model_backend.h"
 #include "engine/engine.h"
@@ -30,7 +31,7 @@
 static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
 	*seed_salt;
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
-	connections, http_threads, memo_cap, top_k, threads, prefix_cache;
+	connections, http_threads, memo_cap, top_k, threads, prefix_cache, device;
 static uint64_t body_max;
 static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
 static bool check, once;
@@ -38,7 +39,8 @@ static bool check, once;
 static const struct tf_opt opts[] = {
 	{"host", 'H', TF_OPT_STR, &host, "ADDR", "TF_HOST", "127.0.0.1", "listen address (numeric IPv4 or IPv6)", 0, 0, NULL},
 	{"port", 'p', TF_OPT_INT, &port, "PORT", "TF_PORT", "8080", "listen port (0: any free port)", 0, 65535, NULL},
-	{"engine", 'e', TF_OPT_CHOICE, &engine_name, "ENGINE", "TF_ENGINE", "cpu", "engine backend", 0, 0, "cpu|stub"},
+	{"engine", 'e', TF_OPT_CHOICE, &engine_name, "ENGINE", "TF_ENGINE", "cpu", "engine backend: the model on the CPU or a GPU, or the stub", 0, 0, "cpu|cuda|stub"},
+	{"device", 0, TF_OPT_INT, &device, "N", "TF_DEVICE", "0", "cuda engine: the GPU's ordinal", 0, 1024, NULL},
 	{"model", 'm', TF_OPT_STR, &model, "NAME", "TF_MODEL", NULL, "served model name (default: the pack folder's name, or 'stub')", 0, 0, NULL},
 	{"alias", 0, TF_OPT_STR, &aliases, "NAMES", "TF_MODEL_ALIASES", NULL, "other model names to list, comma-separated", 0, 0, NULL},
 	{"context", 'c', TF_OPT_INT, &context, "N", "TF_CONTEXT", "4096", "longest prompt plus completion in tokens", 16, 1 << 24, NULL},
@@ -191,18 +193,24 @@ int main(int argc, char **argv)
 	if (api_key_file)
 		read_key_file(api_key_file, &keys, &nkeys);
 	split_keys(aliases, &names, &nnames);
-	/* The CPU engine: the pack's model, loaded and checked before serving. */
-	struct tf_model *cpu_model = NULL;
+	/* The model engine (cpu or cuda): the pack's model, loaded and checked
+	 * before serving. */
+	struct tf_model *rank_model = NULL;
 	if (!stub) {
 		/* A sequence slot per lane and one per saved prompt prefix. */
-		struct tf_model_opts mo = {.threads = (int)threads,
+		bool cuda = !strcmp(engine_name, "cuda");
+		struct tf_progress pr;
+		tf_progress_init(&pr, "weights", 0, "B");
+		struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,
+					   .device = (int)device, .threads = (int)threads,
 					   .slots = (int)(lanes + prefix_cache),
-					   .max_positions = context};
-		if ((st = tf_model_open(pack, &mo, &cpu_model)))
-			tf_die_status(st, "cannot load the model of '%s'", pack);
+					   .max_positions = context, .progress = &pr};
+		if ((st = tf_model_open(pack, &mo, &rank_model)))
+			tf_die_status(st, "cannot load the model of '%s'%s", pack,
+				      cuda ? " on the GPU" : "");
 	}
 	if (check) {
-		tf_model_free(cpu_model);
+		tf_model_free(rank_model);
 		printf("ok: engine %s, family %s, model %s, context %lld, lanes %lld, listen %s:%lld, "
 		       "%zu API key%s\n", engine_name, family.name, model, (long long)context,
 		       (long long)lanes, host, (long long)port, nkeys, nkeys == 1 ? "" : "s");
@@ -225,13 +233,13 @@ int main(int argc, char **argv)
 	/* Ids the tokenizer does not define (a synthetic pack's vocabulary has
 	 * holes; the release pads its head) are never drawn. */
 	uint8_t *drawable = NULL;
-	if (!stub && (st = tf_family_drawable(&family, tf_model_config(cpu_model)->vocab, &drawable)))
+	if (!stub && (st = tf_family_drawable(&family, tf_model_config(rank_model)->vocab, &drawable)))
 		tf_die_status(st, "cannot read the tokenizer's ids");
 	struct tf_engine_model_opts co = {.cache_entries = (uint32_t)prefix_cache, .drawable = drawable};
 	struct tf_engine_backend be;
 	struct tf_planner pl;
 	struct tf_engine *engine;
-	st = stub ? tf_stub_new(&sc, &be) : tf_engine_model_new(cpu_model, family.eos, &co, &be);
+	st = stub ? tf_stub_new(&sc, &be) : tf_engine_model_new(rank_model, family.eos, &co, &be);
 	if (st || (st = tf_planner_default(&pc, &pl)))
 		tf_die_status(st, "cannot set up the engine");
 	free(drawable);

@@ -583,3 +583,45 @@ json_t *tf_config_to_json(const struct tf_config *c)
 			 (json_int_t)c->bos, "eos_token_id", (json_int_t)c->eos, "pad_token_id",
 			 (json_int_t)c->pad, "text_config", t);
 }
+
+/* Keep the list's entries below n. */
+static void keep_below(uint32_t *v, uint32_t *count, uint32_t n)
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < *count; i++)
+		if (v[i] < n)
+			v[k++] = v[i];
+	*count = k;
+}
+
+tf_status tf_config_first_layers(struct tf_config *c, uint32_t n)
+{
+	if (n < 1 || n > c->layers)
+		return tf_err(TF_ERR_CONFIG, "config: %u layers of %u", n, c->layers);
+	uint32_t old = c->layers;
+	for (uint32_t i = 0; i < c->mtp_layers && old + i < c->n_ratios; i++)
+		c->compress_ratios[n + i] = c->compress_ratios[old + i];
+	c->n_ratios = c->n_ratios > old ? n + (c->n_ratios - old) : n;
+	c->layers = n;
+	keep_below(c->kv_sources, &c->n_kv_sources, n);
+	keep_below(c->index_sources, &c->n_index_sources, n);
+	uint32_t ne = c->n_engram, k = 0;
+	for (uint32_t i = 0; i < ne; i++)
+		if (c->engram_layers[i] < n) {
+			c->engram_layers[k] = c->engram_layers[i];
+			c->engram_rows[k++] = c->engram_rows[i];
+		}
+	c->n_engram = k;
+	if (c->candidate_source >= (int64_t)n)
+		c->candidate_source = -1;
+	for (uint32_t l = 0; l < n && c->candidate_source < 0; l++)
+		if (tf_config_mode(c, l) == TF_MODE_REINDEX)
+			return tf_err(TF_ERR_CONFIG, "config: layer %u reindexes over candidate blocks, "
+				      "and the candidate source is not among the first %u layers", l, n);
+	if (c->mtp_layers && n >= 3) {
+		c->n_dspark_targets = 3;
+		for (uint32_t i = 0; i < 3; i++)
+			c->dspark_targets[i] = n - 3 + i;
+	}
+	return tf_config_validate(c);
+}

@@ -64,6 +64,13 @@ struct tf_config {
 tf_status tf_config_preset(struct tf_config *c, const char *name);
 /* The preset names, "tiny|small|release". */
 const char *tf_config_preset_names(void);
+/* Keep the first n backbone layers of c (1 <= n <= c->layers), with the
+ * DSpark blocks after them: sources, Engram layers and the candidate
+ * source past them are dropped, the DSpark targets become the last three
+ * layers kept. TF_ERR_CONFIG when the result does not validate (e.g. a
+ * compressed layer left without a source, or a reindexing one without its
+ * candidate source). */
+tf_status tf_config_first_layers(struct tf_config *c, uint32_t n);
 /* Parse config.json text/JSON (the release values are the defaults) and
  * validate. what names the source in messages. */
 tf_status tf_config_from_json(struct tf_config *c, const json_t *root, const char *what);

@@ -250,6 +250,40 @@ START_TEST(synth_deterministic)
 }
 END_TEST
 
+/* Half the release: layers 0-1 sliding, 2-19 at ratio 2 with their
+ * sources 2, 8 and 14, Engram at 1 and 14, the three DSpark blocks (ratio
+ * 0) after layer 19, targets 17-19; past layer 24 the reindexing layers
+ * need the candidate source 20. */
+START_TEST(first_layers)
+{
+	struct tf_config c;
+	ck_assert_int_eq(tf_config_preset(&c, "release"), TF_OK);
+	ck_assert_int_eq(tf_config_first_layers(&c, 20), TF_OK);
+	ck_assert_uint_eq(c.layers, 20);
+	ck_assert_uint_eq(c.n_ratios, 23);
+	ck_assert_uint_eq(c.compress_ratios[1], 0);
+	ck_assert_uint_eq(c.compress_ratios[2], 2);
+	ck_assert_uint_eq(c.compress_ratios[19], 2);
+	ck_assert_uint_eq(c.compress_ratios[20], 0);
+	ck_assert_uint_eq(c.n_kv_sources, 3);
+	ck_assert_uint_eq(c.kv_sources[2], 14);
+	ck_assert_uint_eq(c.n_index_sources, 3);
+	ck_assert_uint_eq(c.n_engram, 2);
+	ck_assert_uint_eq(c.engram_layers[1], 14);
+	ck_assert_int_eq(c.candidate_source, -1);
+	ck_assert_uint_eq(c.dspark_targets[0], 17);
+	ck_assert_uint_eq(c.dspark_targets[2], 19);
+	ck_assert_uint_eq(tf_config_all_layers(&c), 23);
+	ck_assert_int_eq(tf_config_preset(&c, "release"), TF_OK);
+	ck_assert_int_eq(tf_config_first_layers(&c, 30), TF_OK);
+	ck_assert_int_eq(c.candidate_source, 20);
+	ck_assert_uint_eq(c.n_index_sources, 6);
+	ck_assert_int_eq(tf_config_preset(&c, "release"), TF_OK);
+	ck_assert_int_eq(tf_config_first_layers(&c, 41), TF_ERR_CONFIG);
+	ck_assert_int_eq(tf_config_first_layers(&c, 0), TF_ERR_CONFIG);
+}
+END_TEST
+
 /* tf_synth_src gives the bytes tf_synth_write wrote, read back from the
  * pack, for every tensor, whole and in an inner range. */
 START_TEST(synth_src_is_the_pack)
@@ -299,6 +333,7 @@ Suite *suite_model(void)
 	tcase_add_test(t, plan_release_q28);
 	tcase_add_test(t, synth_deterministic);
 	tcase_add_test(t, synth_src_is_the_pack);
+	tcase_add_test(t, first_layers);
 	suite_add_tcase(s, t);
 	return s;
 }
