@@ -15,6 +15,7 @@
 
 #include "base/alloc.h"
 #include "compute/phases.h"
+#include "compute/sample.h"
 #include "compute/tp.h"
 #include "fabric/comm.h"
 
@@ -636,17 +637,25 @@ static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const in
 {
 	int64_t cap = pass_cap(f), V = f->c->vocab;
 	int64_t tw = (int64_t)f->c->n_dspark_targets * f->c->hidden;
-	for (int i = 0; i < R;) {
+	const struct tf_sample_params *sp = f->sp;
+	const int64_t *sp_pos = f->sp_pos;
+	int32_t *tokens = f->tokens;
+	tf_status st = TF_OK;
+	for (int i = 0; i < R && !st;) {
 		int n = 1;
 		while (i + n < R && seq[i + n] == seq[i] && n < cap)
 			n++;
-		tf_status st = tf_fwd_run_taps(f, n, ids + i, pos + i, seq + i, logits + (int64_t)i * V,
-					       taps ? taps + (int64_t)i * tw : NULL);
-		if (st)
-			return st;
+		f->sp = sp ? sp + i : NULL;
+		f->sp_pos = sp_pos ? sp_pos + i : NULL;
+		f->tokens = tokens ? tokens + i : NULL;
+		st = tf_fwd_run_taps(f, n, ids + i, pos + i, seq + i, logits ? logits + (int64_t)i * V : NULL,
+				     taps ? taps + (int64_t)i * tw : NULL);
 		i += n;
 	}
-	return TF_OK;
+	f->sp = sp;
+	f->sp_pos = sp_pos;
+	f->tokens = tokens;
+	return st;
 }
 
 tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
@@ -658,10 +667,26 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
 static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, float *logits, uint16_t *taps, int draft, uint16_t *hidden);
 
+tf_status tf_fwd_run_sample(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			    const int *seq, const struct tf_sample_params *params,
+			    const int64_t *draw_pos, int32_t *tokens, uint16_t *taps)
+{
+	if (!params || !draw_pos || !tokens)
+		return tf_err(TF_ERR_ARG, "forward: sampling without params, positions or tokens");
+	f->sp = params;
+	f->sp_pos = draw_pos;
+	f->tokens = tokens;
+	tf_status st = tf_fwd_run_taps(f, R, ids, pos, seq, NULL, taps);
+	f->sp = NULL;
+	f->sp_pos = NULL;
+	f->tokens = NULL;
+	return st;
+}
+
 tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, float *logits, uint16_t *taps)
 {
-	if (R < 1 || !ids || !pos || !seq || !logits)
+	if (R < 1 || !ids || !pos || !seq || (!logits && !f->tokens))
 		return tf_err(TF_ERR_ARG, "forward: %d rows, or a missing array", R);
 	for (int i = 0, run = 1; i + 1 < R; i++) {
 		run = seq[i + 1] == seq[i] ? run + 1 : 1;
@@ -737,7 +762,8 @@ static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int
 		st = fwd_nomem();
 	else if (!(st = segments(f)) && (draft || !(st = reserve(f))) &&
 		 !(st = call_state(f, &lg)) && !(st = run_blocks(f, lg)) &&
-		 !(st = be->ops->download(be, lg, logits)) &&
+		 !(st = f->tokens ? be->ops->sample(be, lg, f->sp, f->sp_pos, f->tokens)
+				  : be->ops->download(be, lg, logits)) &&
 		 !(taps && (st = be->ops->download(be, f->tapt, taps))) && !draft)
 		for (int s = 0; s < f->nsegs && !st; s++)
 			st = tf_kv_commit(f->kv, f->segs[s].seq, f->segs[s].pos0 + f->segs[s].n);

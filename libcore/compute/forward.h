@@ -146,6 +146,15 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
 tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, float *logits, uint16_t *taps);
 
+/* The same, drawing each row's token on the backend instead of bringing
+ * its logits to the host: the backend's sample op (ops.h) with params[r]
+ * at draw_pos[r] (the position the token will take), tokens [R] (host).
+ * What tf_sample_row draws from the logits tf_fwd_run_taps gives. */
+struct tf_sample_params;
+tf_status tf_fwd_run_sample(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			    const int *seq, const struct tf_sample_params *params,
+			    const int64_t *draw_pos, int32_t *tokens, uint16_t *taps);
+
 /* The DSpark draft pass (spec §13): R rows, each sequence's rows
  * consecutive at positions len .. len + n - 1 of its (unchanged) length
  * len; ids are [anchor, noise...]. The rows run the DSpark blocks from the

@@ -51,6 +51,11 @@ struct tf_fwd {
 	struct tf_tensor *tapt; /* the taps on the backend */
 	int draft;              /* a DSpark draft pass (tf_fwd_draft) */
 	uint16_t *hidden;       /* draft: h [R, D] out, or NULL */
+	/* tf_fwd_run_sample: the rows' tokens drawn on the backend instead of
+	 * the logits downloaded (tokens NULL: download) */
+	const struct tf_sample_params *sp;
+	const int64_t *sp_pos;
+	int32_t *tokens;
 	const int32_t *ids;
 	const int64_t *pos;
 	const int *seq;

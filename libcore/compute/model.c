@@ -329,6 +329,8 @@ void tf_model_free(struct tf_model *m)
 {
 	if (!m)
 		return;
+	if (m->be)
+		(void)tf_cuda_be_use(m->be);
 	tf_dspark_free(m->dspark);
 	free(m->taps);
 	tf_fwd_free(m->fwd);
@@ -375,14 +377,21 @@ void tf_model_bytes(const struct tf_model *m, struct tf_model_bytes *out)
 	*out = m->bytes;
 }
 
+/* Sequence calls may run ops (a fork copies a partial page): the CUDA
+ * context is made current on the calling thread first (the engine's
+ * thread is not the one that opened the model). */
 tf_status tf_model_seq_new(struct tf_model *m, int *seq)
 {
-	return tf_kv_open(m->kv, seq);
+	tf_status st = tf_cuda_be_use(m->be);
+	return st ? st : tf_kv_open(m->kv, seq);
 }
 
 tf_status tf_model_seq_fork(struct tf_model *m, int src, int *dst)
 {
-	tf_status st = tf_kv_fork(m->kv, src, dst);
+	tf_status st = tf_cuda_be_use(m->be);
+	if (st)
+		return st;
+	st = tf_kv_fork(m->kv, src, dst);
 	if (st)
 		return st;
 	int64_t n = tf_kv_len(m->kv, src);
@@ -397,7 +406,8 @@ tf_status tf_model_seq_fork(struct tf_model *m, int src, int *dst)
 
 tf_status tf_model_seq_rollback(struct tf_model *m, int seq, int64_t pos)
 {
-	return tf_kv_rollback(m->kv, seq, pos);
+	tf_status st = tf_cuda_be_use(m->be);
+	return st ? st : tf_kv_rollback(m->kv, seq, pos);
 }
 
 int64_t tf_model_seq_len(const struct tf_model *m, int seq)
@@ -407,6 +417,7 @@ int64_t tf_model_seq_len(const struct tf_model *m, int seq)
 
 void tf_model_seq_free(struct tf_model *m, int seq)
 {
+	(void)tf_cuda_be_use(m->be);
 	tf_kv_close(m->kv, seq);
 }
 
@@ -440,18 +451,24 @@ tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *id
 	return TF_OK;
 }
 
-tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
-			   const int *seq, float *logits)
+/* tf_model_forward and tf_model_forward_sample: logits to the host, or
+ * tokens drawn on the backend (tokens not NULL). */
+static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
+			 const int *seq, float *logits, const struct tf_sample_params *params,
+			 const int64_t *draw_pos, int32_t *tokens)
 {
+	tf_status st = tf_cuda_be_use(m->be);
+	if (st)
+		return st;
 	for (int r = 0; r < R; r++) {
 		if (ids[r] < 0 || (uint32_t)ids[r] >= m->c.vocab)
 			return tf_err(TF_ERR_ARG, "model: token id %d of %u", ids[r], m->c.vocab);
-		tf_status st = hist_put(m, seq[r], pos[r], ids[r]);
-		if (st)
+		if ((st = hist_put(m, seq[r], pos[r], ids[r])))
 			return st;
 	}
 	if (!m->dspark)
-		return tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
+		return tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, NULL)
+			      : tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
 	/* with DSpark: the taps give the blocks' context rows of these positions */
 	if (R > m->taps_rows) {
 		uint16_t *t = tf_alloc_array((size_t)R * m->c.n_dspark_targets * m->c.hidden,
@@ -462,8 +479,27 @@ tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const 
 		m->taps = t;
 		m->taps_rows = R;
 	}
-	tf_status st = tf_fwd_run_taps(m->fwd, R, ids, pos, seq, logits, m->taps);
+	st = tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, m->taps)
+		    : tf_fwd_run_taps(m->fwd, R, ids, pos, seq, logits, m->taps);
 	return st ? st : tf_dspark_context(m->dspark, R, m->taps, pos, seq);
+}
+
+tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
+			   const int *seq, float *logits)
+{
+	if (!logits)
+		return tf_err(TF_ERR_ARG, "model: no logits");
+	return forward(m, R, ids, pos, seq, logits, NULL, NULL, NULL);
+}
+
+tf_status tf_model_forward_sample(struct tf_model *m, int R, const int32_t *ids,
+				  const int64_t *pos, const int *seq,
+				  const struct tf_sample_params *params, const int64_t *draw_pos,
+				  int32_t *tokens)
+{
+	if (!params || !draw_pos || !tokens)
+		return tf_err(TF_ERR_ARG, "model: sampling without params, positions or tokens");
+	return forward(m, R, ids, pos, seq, NULL, params, draw_pos, tokens);
 }
 
 int tf_model_draft_block(const struct tf_model *m)
@@ -476,5 +512,8 @@ tf_status tf_model_draft(struct tf_model *m, int n, const int *seq, const int32_
 {
 	if (!m->dspark)
 		return tf_err(TF_ERR_UNSUPPORTED, "model: the pack has no DSpark blocks");
+	tf_status st = tf_cuda_be_use(m->be);
+	if (st)
+		return st;
 	return tf_dspark_draft(m->dspark, n, seq, anchor, params, draft, confidence);
 }

@@ -125,6 +125,15 @@ tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *id
 tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
 			   const int *seq, float *logits);
 
+/* The same call, each row's token drawn on the backend from its logits
+ * (sample.h's keyed rule with params[r] at draw_pos[r], the position the
+ * token will take) without the logits leaving it: tokens [R]. Draws what
+ * tf_sample_row draws from tf_model_forward's logits. */
+tf_status tf_model_forward_sample(struct tf_model *m, int R, const int32_t *ids,
+				  const int64_t *pos, const int *seq,
+				  const struct tf_sample_params *params, const int64_t *draw_pos,
+				  int32_t *tokens);
+
 /* DSpark drafting (compute/dspark.h): tokens one draft gives (the config's
  * dspark_block), 0 when the pack has none. */
 int tf_model_draft_block(const struct tf_model *m);

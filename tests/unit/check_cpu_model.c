@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "compute/model.h"
+#include "compute/sample.h"
 #include "model/synth.h"
 #include "pack/pack.h"
 #include "tinypack.h"
@@ -237,6 +238,44 @@ START_TEST(synthetic_weights)
 }
 END_TEST
 
+/* tf_model_forward_sample draws what tf_sample_row draws from
+ * tf_model_forward's logits, for greedy, top-k and nucleus rows. */
+START_TEST(forward_sample_draws_as_the_host)
+{
+	make_pack(6);
+	struct tf_model *m = open_model();
+	uint32_t V = tf_model_config(m)->vocab;
+	int a, b;
+	ck_assert_int_eq(tf_model_seq_new(m, &a), TF_OK);
+	ck_assert_int_eq(tf_model_seq_new(m, &b), TF_OK);
+	struct tf_sampler *smp;
+	ck_assert_int_eq(tf_sampler_new(V, &smp), TF_OK);
+	float *lg = malloc(sizeof(float) * T * V);
+	int64_t pos[T], draw[T];
+	int sa[T], sb[T];
+	struct tf_sample_params sp[T];
+	for (int r = 0; r < T; r++) {
+		pos[r] = r;
+		draw[r] = r + 1;
+		sa[r] = a;
+		sb[r] = b;
+		sp[r] = (struct tf_sample_params){.seed = 11 + (uint64_t)r, .temperature = r % 3 ? 0.8 : 0,
+						  .top_k = r % 3 == 1 ? 5 : 0, .top_p = r % 3 == 2 ? 0.9 : 1};
+	}
+	int32_t tokens[T];
+	ck_assert_int_eq(tf_model_forward(m, T, ids, pos, sa, lg), TF_OK);
+	ck_assert_int_eq(tf_model_forward_sample(m, T, ids, pos, sb, sp, draw, tokens), TF_OK);
+	for (int r = 0; r < T; r++)
+		ck_assert_int_eq(tokens[r], tf_sample_row(smp, lg + (size_t)r * V, V, (uint64_t)draw[r], &sp[r]));
+	ck_assert_int_eq(tf_model_seq_len(m, b), T);
+	ck_assert_int_eq(tf_model_forward_sample(m, 1, ids, pos, sb, NULL, draw, tokens), TF_ERR_ARG);
+	tf_sampler_free(smp);
+	free(lg);
+	tf_model_free(m);
+	drop_pack();
+}
+END_TEST
+
 START_TEST(bad_packs_refused)
 {
 	struct tf_model *m = (struct tf_model *)1;
@@ -272,6 +311,7 @@ Suite *suite_cpu_model(void)
 	tcase_add_loop_test(tc, tiny_pack_properties, 0, 2);
 	tcase_add_test(tc, long_prefill_matches_decode);
 	tcase_add_test(tc, synthetic_weights);
+	tcase_add_test(tc, forward_sample_draws_as_the_host);
 	tcase_add_test(tc, bad_packs_refused);
 	suite_add_tcase(s, tc);
 	return s;
