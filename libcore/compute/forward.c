@@ -397,6 +397,7 @@ void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p)
 	f->ph = p;
 	f->ph_embed = tf_phases_id(p, "embed");
 	f->ph_head = tf_phases_id(p, "head");
+	f->ph_out = tf_phases_id(p, "out");
 	for (uint32_t L = 0; L < tf_config_all_layers(f->c) && L < TF_CONFIG_MAX_LAYERS; L++)
 		for (int i = 0; i < 3; i++) {
 			snprintf(name, sizeof name, "L%u.%s", L, part[i]);
@@ -728,6 +729,17 @@ out:
 	return st;
 }
 
+/* The call's logits to the host, or its tokens drawn on the backend. */
+static tf_status call_out(struct tf_fwd *f, const struct tf_tensor *lg, float *logits)
+{
+	struct tf_be *be = f->be;
+	tf_phase_begin(f->ph, f->ph_out);
+	tf_status st = f->tokens ? be->ops->sample(be, lg, f->sp, f->sp_pos, f->tokens)
+				 : be->ops->download(be, lg, logits);
+	tf_phase_end(f->ph, f->ph_out);
+	return st;
+}
+
 /* One pass: a target call (its positions reserved and committed) or a
  * draft pass (nothing written). */
 static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
@@ -762,8 +774,7 @@ static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int
 		st = fwd_nomem();
 	else if (!(st = segments(f)) && (draft || !(st = reserve(f))) &&
 		 !(st = call_state(f, &lg)) && !(st = run_blocks(f, lg)) &&
-		 !(st = f->tokens ? be->ops->sample(be, lg, f->sp, f->sp_pos, f->tokens)
-				  : be->ops->download(be, lg, logits)) &&
+		 !(st = call_out(f, lg, logits)) &&
 		 !(taps && (st = be->ops->download(be, f->tapt, taps))) && !draft)
 		for (int s = 0; s < f->nsegs && !st; s++)
 			st = tf_kv_commit(f->kv, f->segs[s].seq, f->segs[s].pos0 + f->segs[s].n);

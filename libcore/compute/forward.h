@@ -130,7 +130,8 @@ void tf_fwd_free(struct tf_fwd *f);
 
 struct tf_phases;
 /* Time the call's phases on p (phases.h; NULL: off): "embed", "L<i>.engram",
- * "L<i>.attn", "L<i>.moe" for each block (DSpark blocks included), "head".
+ * "L<i>.attn", "L<i>.moe" for each block (DSpark blocks included), "head",
+ * "out" (the logits downloaded or the tokens drawn).
  * p is borrowed. */
 void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p);
 

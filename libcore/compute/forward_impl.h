@@ -40,7 +40,7 @@ struct tf_fwd {
 	struct experts *ex;     /* [all layers] */
 	struct tf_tensor eids;  /* int32 [most experts]: 0, 1, 2, ... (the groups' experts) */
 	struct tf_phases *ph;
-	int ph_embed, ph_head, ph_layer[TF_CONFIG_MAX_LAYERS][3]; /* engram, attn, moe */
+	int ph_embed, ph_head, ph_out, ph_layer[TF_CONFIG_MAX_LAYERS][3]; /* engram, attn, moe */
 	/* per call */
 	struct tf_tensor tmp[MAX_TMP];
 	int ntmp;

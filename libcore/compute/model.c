@@ -16,6 +16,7 @@
 #include "base/progress.h"
 #include "compute/model_impl.h"
 #include "compute/ops.h"
+#include "compute/phases.h"
 #include "fabric/comm.h"
 #include "model/engram_map.h"
 #include "model/engram_rows.h"
@@ -193,6 +194,12 @@ static tf_status prep_dir(struct tf_model *m, const char *dir)
 
 /* ---- open, run, free ---- */
 
+static tf_status be_sync(void *ctx)
+{
+	struct tf_be *be = ctx;
+	return be->ops->sync(be);
+}
+
 static uint64_t kv_bytes(struct tf_kv *kv)
 {
 	const struct tf_kv_store *s = tf_kv_store(kv);
@@ -313,8 +320,13 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 		goto fail;
 	}
 	if ((st = tf_fwd_new_tp(m->be, c, &m->w, m->kv, c->n_engram ? engram_rows : NULL, m, m->comm,
-				&m->fwd)))
+				&m->fwd)) ||
+	    (st = tf_phases_from_env(&m->phases)))
 		goto fail;
+	if (m->phases) {
+		tf_phases_set_sync(m->phases, be_sync, m->be);
+		tf_fwd_set_phases(m->fwd, m->phases);
+	}
 	if (c->mtp_layers &&
 	    (st = tf_dspark_new(m->be, c, &m->w, &m->dw, m->kv, m->fwd, &m->dspark)))
 		goto fail;
@@ -334,6 +346,7 @@ void tf_model_free(struct tf_model *m)
 	tf_dspark_free(m->dspark);
 	free(m->taps);
 	tf_fwd_free(m->fwd);
+	tf_phases_free(m->phases);
 	tf_kv_free(m->kv);
 	for (size_t i = 0; i < m->ndev; i++)
 		m->be->ops->release(m->be, &m->dev[i]);
@@ -466,9 +479,11 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 		if ((st = hist_put(m, seq[r], pos[r], ids[r])))
 			return st;
 	}
-	if (!m->dspark)
-		return tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, NULL)
-			      : tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
+	if (!m->dspark) {
+		st = tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, NULL)
+			    : tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
+		return st ? st : tf_phases_round(m->phases, R);
+	}
 	/* with DSpark: the taps give the blocks' context rows of these positions */
 	if (R > m->taps_rows) {
 		uint16_t *t = tf_alloc_array((size_t)R * m->c.n_dspark_targets * m->c.hidden,
@@ -481,7 +496,14 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 	}
 	st = tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, m->taps)
 		    : tf_fwd_run_taps(m->fwd, R, ids, pos, seq, logits, m->taps);
-	return st ? st : tf_dspark_context(m->dspark, R, m->taps, pos, seq);
+	if (!st)
+		st = tf_dspark_context(m->dspark, R, m->taps, pos, seq);
+	return st ? st : tf_phases_round(m->phases, R);
+}
+
+char *tf_model_phases(const struct tf_model *m)
+{
+	return tf_phases_json(m->phases);
 }
 
 tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,

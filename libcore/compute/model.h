@@ -96,9 +96,10 @@ const struct tf_config *tf_model_config(const struct tf_model *m);
 struct tf_be *tf_model_be(struct tf_model *m);
 
 /* What one rank holds on its backend, in bytes: EXL3 groups (trellis,
- * suh, svh), the other weights, and the KV cache. */
+ * suh, svh; the routed experts' share of them in experts), the other
+ * weights (the embedding's share in embed), and the KV cache. */
 struct tf_model_bytes {
-	uint64_t exl3, native, kv;
+	uint64_t exl3, experts, native, embed, kv;
 };
 void tf_model_bytes(const struct tf_model *m, struct tf_model_bytes *out);
 
@@ -133,6 +134,11 @@ tf_status tf_model_forward_sample(struct tf_model *m, int R, const int32_t *ids,
 				  const int64_t *pos, const int *seq,
 				  const struct tf_sample_params *params, const int64_t *draw_pos,
 				  int32_t *tokens);
+
+/* The phase totals of the model's forward calls so far (TF_PHASES,
+ * compute/phases.h: JSON, malloc'd, the caller frees), or NULL when
+ * TF_PHASES is off. */
+char *tf_model_phases(const struct tf_model *m);
 
 /* DSpark drafting (compute/dspark.h): tokens one draft gives (the config's
  * dspark_block), 0 when the pack has none. */

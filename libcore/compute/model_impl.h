@@ -46,6 +46,7 @@ struct tf_model {
 	size_t hold_cap[2];
 	struct tf_kv *kv;
 	struct tf_fwd *fwd;
+	struct tf_phases *phases;  /* TF_PHASES, or NULL */
 	struct tf_fwd_weights w;
 	struct tf_dspark_weights dw; /* DSpark (spec §13) */
 	struct tf_dspark *dspark;    /* NULL: the pack has no DSpark blocks */

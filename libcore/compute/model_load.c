@@ -378,6 +378,7 @@ static tf_status image_make(struct tf_model *m, const struct tf_plan_group *g, s
 		im->k = geo[0].k;
 		im->n = geo[0].n;
 		im->made = true;
+		m->bytes.experts += total + 2ull * E * (geo[0].k + geo[0].n);
 	}
 	free(geo);
 	free(seen);
@@ -444,6 +445,8 @@ static tf_status pack_native(struct tf_model *m, const struct tf_plan_native *p)
 		void *d;
 		if ((st = place(m, raw, bytes, &m->bytes.native, &d)))
 			return st;
+		if (how == HOLD_EMBED)
+			m->bytes.embed += bytes;
 		*t = shaped(d, dt, p);
 		return TF_OK;
 	}
@@ -678,6 +681,7 @@ static tf_status prep_experts(struct prep *x, const struct tf_plan_group *g, str
 					     ".trellis")))
 		return st;
 	snprintf(name, sizeof name, "%s%s", prefix, ragged ? ".data" : ".trellis");
+	x->m->bytes.experts += tf_prep_find(&x->im, name)->length + 2ull * E * (p.g.k + p.g.n);
 	*ex = (struct experts){.loaded = true, .E = E, .tr = tr,
 			       .tr_len = tf_prep_find(&x->im, name)->length, .off = off,
 			       .bits = bits, .suh = suh, .svh = svh, .cb = *(const int32_t *)cb};
@@ -724,6 +728,8 @@ static tf_status prep_native(struct prep *x, const struct tf_plan_native *p)
 	if ((how == HOLD_HALF || how == HOLD_EMBED) != half)
 		return tf_err(TF_ERR_INTERNAL, "model: %s: stored as %s", p->spec.name, half ? "bf16" : "f32");
 	struct tf_tensor v = shaped(b, half ? TF_DT_BF16 : TF_DT_F32, p);
+	if (how == HOLD_EMBED)
+		x->m->bytes.embed += tf_tensor_bytes(&v);
 	if (half)
 		*t = v;
 	else
