@@ -12,13 +12,16 @@ struct bench_opts bench;
 
 static const struct tf_opt opts[] = {
 	{"backend", 0, TF_OPT_CHOICE, &bench.backend, "NAME", NULL, "cuda",
-	 "kernels, decode: time the GPU (cuda) or the CPU reference (cpu; decode runs on cpu only)",
+	 "kernels, decode: time the GPU (cuda) or the CPU reference (cpu)",
 	 0, 0, "cuda|cpu"},
 	{"pack", 0, TF_OPT_STR, &bench.pack, "DIR", NULL, NULL, "decode: the pack to load", 0, 0,
 	 NULL},
 	{"preset", 0, TF_OPT_STR, &bench.preset, "NAME", NULL, NULL,
-	 "decode: write a synthetic pack of this preset (tiny|small) to a temporary folder", 0, 0,
+	 "decode: a synthetic pack of this preset (tiny|small|release) in a temporary folder "
+	 "(on a GPU its headers only: the weights are generated in device memory)", 0, 0,
 	 NULL},
+	{"layers", 0, TF_OPT_INT, &bench.layers, "N", NULL, "0",
+	 "decode: keep the preset's first N backbone layers (0: all)", 0, 64, NULL},
 	{"prepared", 0, TF_OPT_STR, &bench.prepared, "DIR", NULL, NULL,
 	 "decode: load each rank from tf-prepare's folder DIR of the --pack", 0, 0, NULL},
 	{"world", 'w', TF_OPT_INT, &bench.world, "W", NULL, "1",

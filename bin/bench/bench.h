@@ -7,13 +7,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/status.h"
+#include "model/config.h"
+
 struct bench_opts {
 	const char *backend;            /* kernels: cuda or cpu */
 	const char *shapes, *bits, *rows, *codebook;
 	const char *pack, *preset;      /* decode: the model */
 	const char *prepared;           /* decode: tf-prepare's folder of the pack */
 	int64_t world;                  /* decode: tensor-parallel ranks on threads */
-	int64_t iters, device, blocks_per_sm, threads, experts, ctx;
+	int64_t iters, device, blocks_per_sm, threads, experts, ctx, layers;
 	double seconds;
 	bool json, no_cublas, draft, ops; /* ops: kernels --ops */
 	/* serve */
@@ -36,8 +39,19 @@ struct tf_cu_device;
  * bytes read plus bytes written per second, in GB/s (kernels_cuda.c; dies
  * on a failed CUDA call). */
 double bench_cuda_copy_gbs(const struct tf_cu_device *dev);
-/* tf-bench decode on the CPU (decode.c). */
+/* tf-bench decode on the CPU or one GPU (decode.c). */
 int bench_decode(void);
+
+/* A decode step's byte floor (floor.c, which says what it counts): the
+ * fixed weight bytes, the routed experts' bytes of the backbone, and the
+ * config. */
+struct bench_floor {
+	struct tf_config c;
+	double fixed, experts;
+};
+tf_status bench_floor_init(const char *pack_dir, const struct tf_config *c, struct bench_floor *f);
+/* Bytes a step of B rows at context ctx must read. */
+double bench_floor_bytes(const struct bench_floor *f, int B, int64_t ctx);
 /* tf-bench serve: a load generator against a running server (serve.c). */
 int bench_serve(void);
 

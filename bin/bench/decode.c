@@ -1,12 +1,18 @@
 /* decode.c: tf-bench decode: the model's prefill and decode throughput on
  * the CPU backend (compute/group.h: --world ranks on threads, each with
  * --threads workers; loaded from the pack or from tf-prepare's --prepared
- * folder), for a pack or a synthetic pack of a preset written to a
- * temporary folder. For each --rows value B: B
- * sequences are prefilled with --ctx tokens each (one call per sequence,
- * timed: prefill tokens/s), then decoded together, one row per sequence
- * per call, the next token the argmax of the last logits, for about
- * --seconds (decode tokens/s = B x steps / wall time).
+ * folder) or on one GPU (--backend cuda, --device), for a pack or a
+ * synthetic pack of a preset (--layers: its first N layers). On the CPU a
+ * preset's pack is written to a temporary folder; on a GPU only its
+ * headers are (a sparse pack), and the weights are generated in device
+ * memory (model.h: synthetic), so a release-shaped rank needs no disk and
+ * no upload. For each --rows value B: one sequence is prefilled with --ctx
+ * tokens (one call, timed: prefill tokens/s) and forked into B (full
+ * cache pages shared), then the B are decoded together, one row per
+ * sequence per call, the next token drawn greedily on the backend, for
+ * about --seconds (decode tokens/s = B x steps / wall time). On a GPU each
+ * row also prints the step's byte floor (floor.c) over the copy bandwidth
+ * measured in the same run, and the ratio of the measured step to it.
  *
  * With --draft (packs with DSpark blocks), greedy speculative decoding
  * follows on the same sequences: each step drafts a block per sequence
@@ -15,17 +21,28 @@
  * plus the model's own next token, and rolls the rest back: the acceptance
  * rate (accepted / drafted), tokens per step, tokens/s, and the wall time
  * of one draft call (all B sequences). The tokens equal plain greedy
- * decoding's; the rate measures the drafter, not the model. */
+ * decoding's; the rate measures the drafter, not the model.
+ *
+ * With TF_PHASES set, the phase totals of the model's calls (phases.h)
+ * follow the table, summed over the layers by kind. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "base/cli.h"
 #include "base/progress.h"
 #include "bench/bench.h"
 #include "compute/group.h"
+#include "compute/model.h"
+#include "compute/ops.h"
+#include "compute/sample.h"
 #include "model/config.h"
 #include "model/synth.h"
+
+/* Sequences decoded together at most. */
+#define SEQS_MAX 256
 
 static int argmax(const float *v, uint32_t n)
 {
@@ -34,6 +51,59 @@ static int argmax(const float *v, uint32_t n)
 		if (v[i] > v[b])
 			b = i;
 	return (int)b;
+}
+
+/* Copy bandwidth of be in GB/s (bytes read plus bytes written a second):
+ * rows_copy of 1 GiB, once to warm up, then timed over 5 copies. The
+ * anchor of the step floors on a device. */
+static double copy_gbs(struct tf_be *be)
+{
+	struct tf_tensor x, y;
+	tf_status st;
+	const int64_t rows = 65536, cols = 16384, reps = 5;
+	if ((st = tf_be_tensor(be, &x, TF_DT_U8, 2, rows, cols)) ||
+	    (st = tf_be_tensor(be, &y, TF_DT_U8, 2, rows, cols)))
+		tf_die_status(st, "decode: copy bandwidth");
+	double t0 = 0;
+	for (int i = 0; i <= reps && !st; i++) {
+		if (i == 1 && !(st = be->ops->sync(be)))
+			t0 = tf_now();
+		if (!st)
+			st = be->ops->rows_copy(be, &x, NULL, &y, NULL);
+	}
+	if (st || (st = be->ops->sync(be)))
+		tf_die_status(st, "decode: copy bandwidth");
+	double t = tf_now() - t0;
+	be->ops->release(be, &x);
+	be->ops->release(be, &y);
+	return 2.0 * (double)rows * (double)cols * (double)reps / t / 1e9;
+}
+
+/* The next token of each of R rows (greedy): drawn on the backend at one
+ * rank, from the gathered logits otherwise. */
+static void step(struct tf_model_group *m, int R, const int32_t *ids, const int64_t *pos,
+		 const int *sq, float *lg, int32_t *next)
+{
+	tf_status st;
+	if (tf_model_group_world(m) == 1) {
+		struct tf_sample_params *greedy = calloc((size_t)R, sizeof *greedy);
+		int64_t *draw = malloc(sizeof *draw * (size_t)R);
+		if (!greedy || !draw)
+			tf_die(71, "out of memory");
+		for (int r = 0; r < R; r++)
+			draw[r] = pos[r] + 1;
+		if ((st = tf_model_forward_sample(tf_model_group_rank(m, 0), R, ids, pos, sq, greedy,
+						  draw, next)))
+			tf_die_status(st, "forward");
+		free(greedy);
+		free(draw);
+		return;
+	}
+	uint32_t V = tf_model_group_config(m)->vocab;
+	if ((st = tf_model_group_forward(m, R, ids, pos, sq, lg)))
+		tf_die_status(st, "forward");
+	for (int r = 0; r < R; r++)
+		next[r] = argmax(lg + (size_t)r * V, V);
 }
 
 struct spec_figures {
@@ -97,48 +167,49 @@ static void run_spec(struct tf_model_group *m, int B, const int *seq, int32_t *n
 	free(lg);
 }
 
-/* Prefill B sequences of ctx tokens, then decode (and decode with drafts
- * when spec is not NULL); the figures. */
+/* Prefill one sequence of ctx tokens, fork it into B, then decode (and
+ * decode with drafts when spec is not NULL); the figures. */
 static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_steps,
 		     double *prefill_tps, double *decode_tps, int64_t *steps_done,
 		     struct spec_figures *spec)
 {
 	uint32_t V = tf_model_group_config(m)->vocab;
-	int seq[64];
-	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(ctx > B ? ctx : B));
-	int64_t *pos = malloc(sizeof(int64_t) * (size_t)(ctx > B ? ctx : B));
-	int *sq = malloc(sizeof(int) * (size_t)(ctx > B ? ctx : B));
-	float *lg = malloc(sizeof(float) * V * (size_t)(ctx > B ? ctx : B));
-	int32_t *next = malloc(sizeof(int32_t) * (size_t)B);
-	if (!ids || !pos || !sq || !lg || !next)
+	int seq[SEQS_MAX];
+	int64_t n = ctx > B ? ctx : B;
+	int32_t *ids = malloc(sizeof(int32_t) * (size_t)n), *next = malloc(sizeof(int32_t) * (size_t)n);
+	int64_t *pos = malloc(sizeof(int64_t) * (size_t)n);
+	int *sq = malloc(sizeof(int) * (size_t)n);
+	/* logits only where ranks gather them (world > 1) */
+	float *lg = tf_model_group_world(m) > 1 ? malloc(sizeof(float) * V * (size_t)n) : NULL;
+	if (!ids || !pos || !sq || !next || (tf_model_group_world(m) > 1 && !lg))
 		tf_die(71, "out of memory");
 	tf_status st;
-	double t0 = tf_now();
-	for (int b = 0; b < B; b++) {
-		if ((st = tf_model_group_seq_new(m, &seq[b])))
-			tf_die_status(st, "sequence %d", b);
-		for (int64_t p = 0; p < ctx; p++) {
-			ids[p] = (int32_t)((p * 131 + (int64_t)b * 17 + 5) % V);
-			pos[p] = p;
-			sq[p] = seq[b];
-		}
-		if ((st = tf_model_group_forward(m, (int)ctx, ids, pos, sq, lg)))
-			tf_die_status(st, "prefill");
-		next[b] = argmax(lg + (size_t)(ctx - 1) * V, V);
+	if ((st = tf_model_group_seq_new(m, &seq[0])))
+		tf_die_status(st, "sequence");
+	for (int64_t p = 0; p < ctx; p++) {
+		ids[p] = (int32_t)((p * 131 + 5) % V);
+		pos[p] = p;
+		sq[p] = seq[0];
 	}
+	double t0 = tf_now();
+	step(m, (int)ctx, ids, pos, sq, lg, next);
 	double t1 = tf_now();
-	*prefill_tps = (double)B * (double)ctx / (t1 - t0);
+	*prefill_tps = (double)ctx / (t1 - t0);
+	int32_t first = next[ctx - 1];
+	for (int b = 1; b < B; b++)
+		if ((st = tf_model_group_seq_fork(m, seq[0], &seq[b])))
+			tf_die_status(st, "fork of sequence %d", b);
+	for (int b = 0; b < B; b++) /* each its own next token, so rows differ */
+		next[b] = (int32_t)((first + 7 * b) % (int32_t)V);
 	int64_t steps = 0;
+	t1 = tf_now();
 	do {
 		for (int b = 0; b < B; b++) {
 			ids[b] = next[b];
 			pos[b] = ctx + steps;
 			sq[b] = seq[b];
 		}
-		if ((st = tf_model_group_forward(m, B, ids, pos, sq, lg)))
-			tf_die_status(st, "decode");
-		for (int b = 0; b < B; b++)
-			next[b] = argmax(lg + (size_t)b * V, V);
+		step(m, B, ids, pos, sq, lg, next);
 		steps++;
 	} while (steps < max_steps && tf_now() - t1 < bench.seconds);
 	*decode_tps = (double)B * (double)steps / (tf_now() - t1);
@@ -154,48 +225,95 @@ static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_s
 	free(next);
 }
 
+/* The phase totals (TF_PHASES) summed by kind: embed, engram, attn, moe,
+ * head, out; one line each on stderr. */
+static void print_phases(struct tf_model *m)
+{
+	char *js = tf_model_phases(m);
+	if (!js)
+		return;
+	json_error_t e;
+	json_t *j = json_loads(js, 0, &e), *ph = j ? json_object_get(j, "phases") : NULL;
+	static const char *const kinds[] = {"embed", "engram", "attn", "moe", "head", "out"};
+	double ms[6] = {0}, n[6] = {0}, all = 0;
+	const char *key;
+	json_t *v;
+	json_object_foreach(ph, key, v) {
+		const char *dot = strchr(key, '.'), *kind = dot ? dot + 1 : key;
+		for (int k = 0; k < 6; k++)
+			if (!strcmp(kind, kinds[k])) {
+				ms[k] += json_number_value(json_object_get(v, "ms"));
+				n[k] += json_number_value(json_object_get(v, "n"));
+			}
+	}
+	for (int k = 0; k < 6; k++)
+		all += ms[k];
+	fprintf(stderr, "phases (%s, %lld calls): kind ms share\n",
+		json_string_value(json_object_get(j, "mode")),
+		(long long)json_integer_value(json_object_get(j, "rounds")));
+	for (int k = 0; k < 6; k++)
+		if (n[k])
+			fprintf(stderr, "  %-7s %10.2f %5.1f%%\n", kinds[k], ms[k], all ? 100 * ms[k] / all : 0);
+	json_decref(j);
+	free(js);
+}
+
 int bench_decode(void)
 {
-	if (strcmp(bench.backend, "cpu"))
-		tf_die(69, "decode: only --backend cpu runs decode in this version");
+	bool cuda = !strcmp(bench.backend, "cuda");
 	if (!!bench.pack == !!bench.preset)
 		tf_usage_error("decode: give one of --pack DIR and --preset NAME");
 	if (bench.world != 1 && bench.world != 2 && bench.world != 4 && bench.world != 8)
 		tf_usage_error("decode: --world %lld (1, 2, 4 or 8)", (long long)bench.world);
+	if (cuda && bench.world != 1)
+		tf_usage_error("decode: --backend cuda runs one rank (--world 1)");
 	if (bench.prepared && !bench.pack)
 		tf_usage_error("decode: --prepared needs --pack (the folder's pack)");
+	if (bench.layers && !bench.preset)
+		tf_usage_error("decode: --layers cuts a --preset");
 	int64_t rows[16];
-	int nrows = bench_parse_list(bench.rows, "rows", 1, 64, rows, 16);
+	int nrows = bench_parse_list(bench.rows, "rows", 1, SEQS_MAX, rows, 16);
 	char tmp[64] = "", dir[128];
 	const char *pack = bench.pack;
 	tf_status st;
+	struct tf_config cfg;
 	if (bench.preset) {
-		struct tf_config cfg;
-		if ((st = tf_config_preset(&cfg, bench.preset)))
-			tf_die_status(st, "decode");
+		if ((st = tf_config_preset(&cfg, bench.preset)) ||
+		    (bench.layers && (st = tf_config_first_layers(&cfg, (uint32_t)bench.layers))))
+			tf_die_status(st, "decode: --preset %s", bench.preset);
 		const char *td = getenv("TMPDIR");
 		snprintf(tmp, sizeof tmp, "%s/tf-bench-XXXXXX", td && *td && strlen(td) < 40 ? td : "/tmp");
 		if (!mkdtemp(tmp))
 			tf_die(73, "cannot make a temporary folder under %s", tmp);
 		snprintf(dir, sizeof dir, "%s/pack", tmp);
-		struct tf_synth_opts so = {.config = &cfg, .seed = 1, .bits = {2, 3, 4}, .nbits = 3,
-					   .codebooks = TF_SYNTH_MIXED, .shard_bytes = 1u << 30,
-					   .index = true};
+		/* the release's widths for its shapes, small ones otherwise; on a
+		 * GPU the headers only */
+		bool q28 = cfg.hidden == 5120;
+		struct tf_synth_opts so = {.config = &cfg, .seed = 1, .sparse = cuda, .q28 = q28,
+					   .bits = {2, 3, 4}, .nbits = 3,
+					   .codebooks = q28 ? TF_SYNTH_MUL1 : TF_SYNTH_MIXED,
+					   .shard_bytes = 1u << 30, .index = true};
 		struct tf_synth_stats ss;
 		if ((st = tf_synth_write(&so, dir, &ss)))
 			tf_die_status(st, "decode: writing the %s pack", bench.preset);
 		pack = dir;
 	}
-	int64_t max_steps = 256;
+	int64_t max_steps = 256, most = rows[0];
+	for (int i = 0; i < nrows; i++)
+		most = rows[i] > most ? rows[i] : most;
 	/* with --draft: plain steps, then speculative steps of up to 8 tokens
 	 * each plus a verify block past them */
-	struct tf_model_opts mo = {.threads = (int)bench.threads, .slots = 64,
-				   .max_positions = bench.ctx + max_steps * (bench.draft ? 10 : 1) + 16};
-	mo.pages = (int64_t)rows[0];
-	for (int i = 0; i < nrows; i++)
-		if (rows[i] > mo.pages)
-			mo.pages = rows[i];
-	mo.pages *= (mo.max_positions + 255) / 256 + 1;
+	struct tf_progress pr;
+	tf_progress_init(&pr, "weights", 0, "B");
+	struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,
+				   .device = (int)bench.device, .threads = (int)bench.threads,
+				   .slots = (int)most,
+				   .max_positions = bench.ctx + max_steps * (bench.draft ? 10 : 1) + 16,
+				   .synthetic = cuda && bench.preset, .synth_seed = 1, .progress = &pr};
+	/* the prefilled sequence's pages are shared by its forks: each fork
+	 * needs its own pages only past the prompt */
+	int64_t ppp = (mo.max_positions + 255) / 256 + 1;
+	mo.pages = ppp + most * ((mo.max_positions - bench.ctx + 255) / 256 + 2);
 	mo.prepared = bench.prepared;
 	struct tf_model_group *m;
 	if ((st = tf_model_group_open(pack, (int)bench.world, &mo, &m))) {
@@ -206,12 +324,24 @@ int bench_decode(void)
 	}
 	if (bench.draft && !tf_model_group_draft_block(m))
 		tf_die(65, "decode: --draft: %s has no DSpark blocks", pack);
-	if (!bench.json)
-		printf("%-8s %5s %6s %5s %7s %12s %12s %7s%s\n", "model", "rows", "ctx", "world",
+	struct tf_model *r0 = tf_model_group_rank(m, 0);
+	struct bench_floor fl;
+	double gbs = 0;
+	if (cuda) {
+		if ((st = bench_floor_init(pack, tf_model_config(r0), &fl)))
+			tf_die_status(st, "decode: the floor of %s", pack);
+		gbs = copy_gbs(tf_model_be(r0));
+	}
+	if (!bench.json) {
+		if (cuda)
+			printf("device %lld: copy %.0f GB/s\n", (long long)bench.device, gbs);
+		printf("%-8s %5s %6s %5s %7s %12s %12s %7s%s%s\n", "model", "rows", "ctx", "world",
 		       "threads", "prefill-t/s", "decode-t/s", "steps",
+		       cuda ? "  step-ms floor-ms x-floor" : "",
 		       bench.draft ? "  accept tok/step  spec-t/s draft-ms" : "");
-	else
+	} else {
 		printf("[");
+	}
 	const char *name = bench.preset ? bench.preset : "pack";
 	for (int i = 0; i < nrows; i++) {
 		double pf, dc;
@@ -219,11 +349,20 @@ int bench_decode(void)
 		struct spec_figures sf;
 		run_case(m, (int)rows[i], bench.ctx, max_steps, &pf, &dc, &steps,
 			 bench.draft ? &sf : NULL);
+		double step_ms = 1e3 * (double)rows[i] / dc;
+		double floor_ms = cuda ? 1e3 * bench_floor_bytes(&fl, (int)rows[i], bench.ctx) / (gbs * 1e9) : 0;
 		if (bench.json) {
-			printf("%s{\"model\":\"%s\",\"rows\":%lld,\"ctx\":%lld,\"world\":%lld,"
-			       "\"threads\":%lld,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"steps\":%lld",
-			       i ? "," : "", name, (long long)rows[i], (long long)bench.ctx,
-			       (long long)bench.world, (long long)bench.threads, pf, dc, (long long)steps);
+			printf("%s{\"model\":\"%s\",\"backend\":\"%s\",\"rows\":%lld,\"ctx\":%lld,"
+			       "\"world\":%lld,\"threads\":%lld,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,"
+			       "\"steps\":%lld,\"step_ms\":%.4f",
+			       i ? "," : "", name, bench.backend, (long long)rows[i], (long long)bench.ctx,
+			       (long long)bench.world, (long long)bench.threads, pf, dc, (long long)steps,
+			       step_ms);
+			if (cuda)
+				printf(",\"copy_gbs\":%.1f,\"floor_bytes\":%.0f,\"floor_ms\":%.4f,"
+				       "\"x_floor\":%.3f", gbs,
+				       bench_floor_bytes(&fl, (int)rows[i], bench.ctx), floor_ms,
+				       step_ms / floor_ms);
 			if (bench.draft)
 				printf(",\"draft_block\":%d,\"drafted\":%lld,\"accepted\":%lld,"
 				       "\"accept_rate\":%.4f,\"tokens_per_step\":%.3f,\"spec_tps\":%.2f,"
@@ -236,6 +375,8 @@ int bench_decode(void)
 			printf("%-8s %5lld %6lld %5lld %7lld %12.1f %12.1f %7lld", name,
 			       (long long)rows[i], (long long)bench.ctx, (long long)bench.world,
 			       (long long)bench.threads, pf, dc, (long long)steps);
+			if (cuda)
+				printf("  %7.3f %8.3f %7.2f", step_ms, floor_ms, step_ms / floor_ms);
 			if (bench.draft)
 				printf("  %6.3f %8.2f %9.1f %8.2f", sf.accept, sf.tokens_per_step, sf.tps,
 				       sf.draft_ms);
@@ -245,6 +386,7 @@ int bench_decode(void)
 	}
 	if (bench.json)
 		printf("]\n");
+	print_phases(r0);
 	tf_model_group_free(m);
 	if (*tmp) {
 		char cmd[192];

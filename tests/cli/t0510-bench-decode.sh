@@ -2,8 +2,8 @@
 # tf-bench decode --backend cpu: prefill and decode rates of a tiny pack
 # (written by tf-pack-synth, and through --preset), JSON, the acceptance of
 # DSpark drafts (--draft), and refusals: a
-# bad pack (exit 65), another backend (69), neither or both of --pack and
-# --preset (64).
+# bad pack (exit 65), the cuda backend without a GPU (69), neither or both
+# of --pack and --preset (64), --layers (a preset's first layers).
 . "$TF_TESTS/lib.sh"
 
 run tf-pack-synth -p tiny -q -o pack
@@ -39,9 +39,25 @@ run tf-bench decode --backend cpu --pack nonexistent -r 1
 expect_rc 66
 expect_err "does not exist"
 
-run tf-bench decode --pack pack
-expect_rc 69
-expect_err "only --backend cpu"
+# --backend cuda (the default) without a GPU, or in a build without kernels
+run tf-pack-synth -p tiny -q -o pack2
+expect_rc 0
+if ! ls /dev/nvidia0 >/dev/null 2>&1; then
+	run tf-bench decode --pack pack2
+	expect_rc 69
+	expect_err "cuda backend"
+fi
+run tf-bench decode --backend cuda --world 2 --pack pack2
+expect_rc 64
+expect_err "one rank"
+
+# --layers cuts a preset: 4 of tiny's layers still validate
+run tf-bench decode --backend cpu --preset tiny --layers 4 -r 2 --ctx 4 -t 0.02 --json
+expect_rc 0
+expect_json 'j.length == 1 && j[0].rows == 2 && j[0].decode_tps > 0'
+run tf-bench decode --backend cpu --pack pack2 --layers 4
+expect_rc 64
+expect_err "cuts a --preset"
 
 run tf-bench decode --backend cpu
 expect_rc 64
