@@ -141,4 +141,78 @@ void tf_roce_choose_ports(const uint32_t *local, int nl, const uint32_t *peer, i
 tf_status tf_roce_parse_hca(const char *s, char names[TF_ROCE_MAX_HCA][64], int gids[TF_ROCE_MAX_HCA],
 			    int *n);
 
+/* ---- the transport (roce.c, roce_verbs.c) ---- */
+
+enum tf_roce_wire { TF_ROCE_WIRE_VERBS = 0, TF_ROCE_WIRE_SHM = 1 };
+
+struct tf_verbs;
+
+struct tf_roce_opts {
+	size_t slot;              /* bytes (tf_roce_slot_bytes); at most TF_ROCE_MAX_WRITE */
+	enum tf_roce_wire wire;
+	const struct tf_verbs *verbs; /* verbs wire: the table (borrowed; outlives the transport) */
+	const char *hca;          /* TF_TP_ROCE_HCA ("" or NULL: choose) */
+	int want_hca;             /* TF_TP_ROCE_HCAS: 1..2 */
+	int tc;                   /* TF_TP_ROCE_TC: GRH traffic class */
+	int shm_stripes;          /* shm wire: stripe as this many HCAs (1..2) */
+	double timeout_s;         /* a wait for the peer's flags (TF_TP_MAILBOX_TIMEOUT_S) */
+	double stall_s;           /* no completion that long fails the proxy (0: 10 s) */
+	bool no_proxy;            /* tests: no proxy thread (they drive tf_roce_post) */
+};
+
+struct tf_roce;
+
+/* Set up the transport between the two ranks of boot (world 2): the
+ * region (MADV_DONTFORK and MADV_NOHUGEPAGE, a refusal fails), the wire
+ * (verbs: PD, one MR over the region, CQ, RC QP per HCA, RTR/RTS; shm: a
+ * shared mapping of both regions), the proxy thread. Each step ends with a
+ * vote, so a failure on any rank fails every rank (TF_ERR_UNAVAILABLE
+ * naming the rank and step). Logs one line: region base and length, each
+ * HCA's lkey and rkey, the peer's region and rkeys. */
+tf_status tf_roce_open(struct tf_boot *b, const struct tf_roce_opts *o, struct tf_roce **out);
+
+/* One operation: stage bytes (len <= slot) of src, ring the doorbell, wait
+ * for the peer's operation, copy its bytes (peer_len) into dst. The
+ * caller's thread plays the part of the device kernel. TF_ERR_TIMEOUT past
+ * timeout_s, TF_ERR_CANCELLED once aborted, TF_ERR_UNAVAILABLE once
+ * failed. Not thread safe (one caller). */
+tf_status tf_roce_op(struct tf_roce *t, const void *src, size_t len, void *dst, size_t peer_len);
+
+/* The proxy's post of operation seq (slot seq & 1, padded bytes) through
+ * the guard: nothing reaches a verb after a refusal. On the verbs wire it
+ * first waits while the bytes posted and not completed would pass
+ * TF_ROCE_MAX_INFLIGHT (no completion for stall_s fails the transport).
+ * Exposed for tests that post back to back without a proxy. */
+tf_status tf_roce_post(struct tf_roce *t, uint32_t seq, size_t padded);
+
+/* The failure path (the proxy's, any error's): every QP to the error
+ * state first (nothing more is sent, no peer write lands), then the record
+ * and the abort byte. Any thread; once. */
+void tf_roce_fail(struct tf_roce *t, const char *why);
+/* The fail-fast hook: abort waits and halt the QPs (any thread). */
+void tf_roce_abort(struct tf_roce *t);
+/* TF_OK, or why it failed / was aborted. */
+tf_status tf_roce_check(const struct tf_roce *t);
+/* Whether every HCA's posts have completed (the link is idle). */
+bool tf_roce_idle(struct tf_roce *t);
+
+struct tf_roce_info {
+	int n_hca;
+	int qp_state[TF_ROCE_MAX_HCA];  /* read back with query_qp; -1 unknown */
+	uint64_t chains_posted[TF_ROCE_MAX_HCA], chains_reaped[TF_ROCE_MAX_HCA];
+	uint64_t drained[TF_ROCE_MAX_HCA], drained_flushes[TF_ROCE_MAX_HCA];
+	size_t inflight, peak_inflight, max_write;
+	bool failed, quiesced, kept;
+	const uint8_t *region;
+	size_t region_len;
+};
+void tf_roce_info(struct tf_roce *t, struct tf_roce_info *out);
+
+/* Quiesce (stop the proxy, QPs to error, reap every posted request; a
+ * caller with a GPU synchronises it first) and free. A failed transport,
+ * or one that does not quiesce within 2 s, keeps its region registered
+ * and mapped until the process exits (a late device write must not reach a
+ * reused page); *kept (may be NULL) says so. */
+void tf_roce_close(struct tf_roce *t, bool *kept);
+
 #endif

@@ -292,10 +292,11 @@ static void flush(struct fqp *q)
 	}
 }
 
+/* An HCA generates the flushes of a queue pair in error asynchronously:
+ * here at the next poll of its completion queue. */
 static void to_error(struct fqp *q)
 {
 	q->qp.state = IBV_QPS_ERR;
-	flush(q);
 }
 
 static int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
@@ -313,7 +314,7 @@ static int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (to == IBV_QPS_ERR) {
 		to_error(q);
 	} else if (to == IBV_QPS_RESET) {
-		flush(q);
+		q->head = q->tail; /* RESET drops the queue without completions */
 		qp->state = IBV_QPS_RESET;
 	} else if (to == IBV_QPS_INIT && qp->state == IBV_QPS_RESET && (mask & init) == init && a->port_num == 1) {
 		q->attr.qp_access_flags = a->qp_access_flags, q->attr.port_num = a->port_num;
@@ -411,6 +412,10 @@ static void execute(struct fqp *q, struct wr *w)
 /* Run q's due requests in order (fabric lock held). */
 static void progress(struct fqp *q, uint64_t now)
 {
+	if (q->qp.state == IBV_QPS_ERR) {
+		flush(q);
+		return;
+	}
 	while (q->head != q->tail && q->qp.state == IBV_QPS_RTS && q->q[q->head % QDEPTH].due <= now) {
 		struct wr w = q->q[q->head % QDEPTH];
 		q->head++;
@@ -462,9 +467,7 @@ static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 		}
 		q->tail++;
 	}
-	if (qp->state == IBV_QPS_ERR)
-		flush(q);
-	else if (f->o.lag == 0)
+	if (qp->state == IBV_QPS_RTS && f->o.lag == 0)
 		progress(q, q->scq->polls);
 	pthread_mutex_unlock(&fab->mu);
 	return rc;
