@@ -169,6 +169,24 @@ tf_status tf_roce_check(const struct tf_roce *t)
 
 /* ---- completions ---- */
 
+/* A completion status's name (libibverbs has ibv_wc_status_str, but this
+ * file must not need the library at link time). */
+static const char *wc_name(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_SUCCESS: return "success";
+	case IBV_WC_LOC_LEN_ERR: return "local length error";
+	case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
+	case IBV_WC_LOC_PROT_ERR: return "local protection error";
+	case IBV_WC_WR_FLUSH_ERR: return "work request flushed error";
+	case IBV_WC_REM_ACCESS_ERR: return "remote access error";
+	case IBV_WC_REM_OP_ERR: return "remote operation error";
+	case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+	case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
+	default: return "error";
+	}
+}
+
 /* wr_id of a flag write: its chain's write bytes; of a data write: the
  * same with bit 63 (its flush is counted, the bytes go with its flag). */
 #define DATA_BIT ((uint64_t)1 << 63)
@@ -194,9 +212,9 @@ static tf_status reap_hca(struct tf_roce *t, struct roce_hca *h, bool draining)
 		}
 		if (wc[i].status != IBV_WC_SUCCESS && wc[i].status != IBV_WC_WR_FLUSH_ERR && !st) {
 			st = tf_err(TF_ERR_UNAVAILABLE, "roce: %s: completion %s (vendor error 0x%x)", h->name,
-				    ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+				    wc_name(wc[i].status), wc[i].vendor_err);
 			tf_log(TF_LOG_ERROR, "tp roce: rank %d: %s: completion %s, vendor error 0x%x", t->rank,
-			       h->name, ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+			       h->name, wc_name(wc[i].status), wc[i].vendor_err);
 		} else if (wc[i].status == IBV_WC_WR_FLUSH_ERR && !draining && !st) {
 			st = tf_err(TF_ERR_UNAVAILABLE, "roce: %s: a write was flushed", h->name);
 		}
@@ -221,6 +239,8 @@ tf_status roce_reap(struct tf_roce *t)
 
 bool tf_roce_idle(struct tf_roce *t)
 {
+	if (t->o.no_proxy)
+		roce_reap(t); /* nobody else polls */
 	for (int i = 0; i < t->n_hca && t->o.wire == TF_ROCE_WIRE_VERBS; i++)
 		if (t->hca[i].chains_posted != t->hca[i].chains_reaped)
 			return false;
@@ -319,20 +339,22 @@ static void *proxy_main(void *arg)
 	unsigned long idle = 0;
 	while (!atomic_load(&t->stop) && !atomic_load(&t->failed)) {
 		uint32_t seq = __atomic_load_n(&ctl[CTL_DOORBELL], __ATOMIC_ACQUIRE);
-		if (seq != t->posted_seq) {
-			if (seq != t->posted_seq + 1) {
-				roce_fail(t, "doorbell skipped: seq %u after %u", seq, t->posted_seq);
-				break;
-			}
-			size_t padded = ctl[CTL_PADDED];
-			tf_status st = tf_roce_post(t, seq, padded);
-			if (st) {
-				if (!atomic_load(&t->failed))
-					roce_fail(t, "post of operation %u: %s", seq, tf_errmsg(st));
-				break;
-			}
-			t->posted_seq = seq;
+		if (seq - t->posted_seq > 2) {
+			roce_fail(t, "doorbell skipped: seq %u after %u", seq, t->posted_seq);
+			break;
+		}
+		tf_status st = TF_OK;
+		while (seq != t->posted_seq && !st) {
+			uint32_t next = t->posted_seq + 1;
+			size_t padded = ctl[CTL_PADDED + (next & 1)];
+			if (!(st = tf_roce_post(t, next, padded)))
+				__atomic_store_n(&t->posted_seq, next, __ATOMIC_RELEASE);
 			idle = 0;
+		}
+		if (st) {
+			if (!atomic_load(&t->failed))
+				roce_fail(t, "post of operation %u: %s", t->posted_seq + 1, tf_errmsg(st));
+			break;
 		}
 		if (roce_reap(t))
 			break;
@@ -358,6 +380,13 @@ static void stop_proxy(struct tf_roce *t)
 {
 	if (!t->proxy_running)
 		return;
+	/* The peer may still wait for this rank's last operation: a rank
+	 * finishes an operation when the peer's bytes arrive, which can be
+	 * before its own proxy posted. Let the proxy catch up first. */
+	double deadline = now_s() + 5.0;
+	while (!atomic_load(&t->failed) && __atomic_load_n(&t->posted_seq, __ATOMIC_ACQUIRE) != t->seq &&
+	       now_s() < deadline)
+		nap_us(20);
 	atomic_store(&t->stop, true);
 	pthread_join(t->proxy, NULL);
 	t->proxy_running = false;
@@ -381,7 +410,7 @@ tf_status tf_roce_op(struct tf_roce *t, const void *src, size_t len, void *dst, 
 	if (len)
 		memcpy(send, src, len);
 	memset(send + len, 0, padded - len);
-	ctl[CTL_PADDED] = (uint32_t)padded;
+	ctl[CTL_PADDED + slot] = (uint32_t)padded;
 	__atomic_store_n(&ctl[CTL_DOORBELL], seq, __ATOMIC_RELEASE);
 	if (t->o.no_proxy && (st = tf_roce_post(t, seq, padded)))
 		return st;

@@ -5,9 +5,8 @@
  *
  * The region (one per rank, one memory region registered over all of it):
  *
- *   0     control words (u32): 0 doorbell seq, 1 padded bytes of the op,
- *         2 completed seq, 3 abort (byte 12) and proxy-failed (byte 13),
- *         4..9 the failure record
+ *   0     control words (u32): 0 doorbell seq, 1 and 2 the padded bytes
+ *         of slot 0 and 1, 3 completed seq; byte 16 abort, 17 failed
  *   4096  flags: [2 slots][2 HCAs] lines of 128 bytes; the peer writes seq
  *         into the first 4 bytes of line (slot, hca)
  *   8192  send slots: 2 x slot
@@ -24,7 +23,9 @@
  * an empty stripe sends the flag only. The receiver waits for every HCA's
  * flag, then reads its receive slot. Two slots suffice: a rank stages op
  * s + 2 only after it received the peer's op s + 1, which the peer sends
- * only after it read op s.
+ * only after it read op s. So the doorbell may run at most two operations
+ * ahead of the proxy (the peer's flags can arrive before this rank's proxy
+ * posted); more is a failure ("doorbell skipped").
  *
  * What is proven where: the guard, the port choice, the set-up sequence,
  * the posting rules (1 MiB write cap, 2 MiB in flight, 10 s without a
@@ -193,7 +194,8 @@ void tf_roce_fail(struct tf_roce *t, const char *why);
 void tf_roce_abort(struct tf_roce *t);
 /* TF_OK, or why it failed / was aborted. */
 tf_status tf_roce_check(const struct tf_roce *t);
-/* Whether every HCA's posts have completed (the link is idle). */
+/* Whether every HCA's posts have completed (the link is idle); without a
+ * proxy it polls the completions itself. */
 bool tf_roce_idle(struct tf_roce *t);
 
 struct tf_roce_info {

@@ -11,11 +11,11 @@
 #include "fabric/roce.h"
 #include "fabric/verbs.h"
 
-/* Control words (u32 index into the region). */
-enum { CTL_DOORBELL = 0, CTL_PADDED = 1, CTL_DONE = 2, CTL_FLAGS = 3, CTL_REC = 4 };
-/* Bytes of CTL_FLAGS: abort, proxy failed. */
-#define CTL_ABORT_BYTE 12
-#define CTL_FAILED_BYTE 13
+/* Control words (u32 index into the region): the doorbell, each slot's
+ * padded bytes, the completed seq, then bytes 16 (abort) and 17 (failed). */
+enum { CTL_DOORBELL = 0, CTL_PADDED = 1, CTL_DONE = 3 };
+#define CTL_ABORT_BYTE 16
+#define CTL_FAILED_BYTE 17
 
 /* The connection record each rank all-gathers (verbs wire). */
 #define ROCE_REC_MAGIC 0x54465246u /* "FRFT": slot and length carried */
