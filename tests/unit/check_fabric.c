@@ -120,6 +120,25 @@ START_TEST(settings_digest)
 	char msg[200];
 	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
 	ck_assert_str_eq(msg, "TF_TP_MAILBOX_MAX_KB (256 vs 128)");
+	/* The RoCE wire, fallback and chunk bound are agreed; its HCAs and
+	 * traffic class are per host. */
+	b = a;
+	b.roce_hcas = 1, b.roce_tc = 106;
+	snprintf(b.roce_hca, sizeof b.roce_hca, "mlx5_1");
+	tf_fabric_settings_digest(&b, db);
+	ck_assert(!memcmp(da, db, 32));
+	b.roce_chunked_kb = 4096;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_ROCE_CHUNKED_KB (0 vs 4096)");
+	b = a, b.roce_wire = 1;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_ROCE_WIRE (0 vs 1)");
+	b = a, b.roce_fallback_error = true;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_ROCE_FALLBACK (0 vs 1)");
 }
 END_TEST
 
