@@ -455,7 +455,10 @@ static void *crank_main(void *arg)
 	}
 	free(src), free(dst);
 	if (r->mode == 2) {
-		/* Rank 0 aborts; rank 1 sees the stop; both close. */
+		/* Both done (rank 0's last post may trail its last gather), then
+		 * rank 0 aborts; rank 1 sees the stop; both close. */
+		if (!r->st && (r->st = tf_comm_barrier(c)))
+			snprintf(r->msg, sizeof r->msg, "barrier: %s", tf_errmsg(r->st));
 		if (r->s.rank == 0)
 			tf_comm_abort(c);
 		else
