@@ -6,6 +6,8 @@
  *                         others must exit 70 within the grace time + 0.5 s
  *   bench                 an nccl-tests-style all-reduce table
  *   kernel                whether the mailbox kernel is embedded
+ *   roce-host             the RoCE protocol over the shm wire (no GPU, no
+ *                         HCA): bit-exact gathers, then latency percentiles
  *
  * One process is one rank (TF_TP_RANK, TF_TP_WORLD, ...); --local N starts
  * N ranks of this host itself, one per GPU, and judges failfast. */
@@ -27,6 +29,7 @@
 #include "fabric/bootstrap.h"
 #include "fabric/comm.h"
 #include "fabric/fate.h"
+#include "fabric/roce.h"
 #include "fabric/settings.h"
 
 static struct {
@@ -47,9 +50,10 @@ static const struct tf_cli cli = {
 	"[OPTION]... suite\n"
 	"       tf-tp-test [OPTION]... failfast VICTIM fatal|kill\n"
 	"       tf-tp-test [OPTION]... bench\n"
+	"       tf-tp-test [OPTION]... roce-host\n"
 	"       tf-tp-test kernel",
 	"Check and measure the tensor-parallel fabric (collectives, fail-fast).",
-	"suite|failfast|bench|kernel", opts, TF_NOPTS(opts),
+	"suite|failfast|bench|roce-host|kernel", opts, TF_NOPTS(opts),
 };
 
 static struct tf_fabric_settings S;
@@ -134,7 +138,8 @@ static void sync_stream(void)
 static void open_rank(void)
 {
 	tf_status st;
-	if (S.backend != TF_FABRIC_HOST) {
+	/* The host and roce backends carry host memory: no GPU needed. */
+	if (S.backend != TF_FABRIC_HOST && S.backend != TF_FABRIC_ROCE) {
 		if ((st = tf_cu_init()) || (st = tf_cu_device_open(S.device, &dev)))
 			tf_die_status(st, "cannot open CUDA device %d", S.device);
 		if ((st = TF_CU(tf_cu->StreamCreate(&stream, TF_CU_STREAM_NON_BLOCKING))))
@@ -151,7 +156,7 @@ static void open_rank(void)
 	}
 	int ver = tf_comm_nccl_version(comm);
 	printf("INFO rank %d/%d on %s, backend %s%s", S.rank, S.world,
-	       S.backend == TF_FABRIC_HOST ? "host" : dev.name, comm->name,
+	       dev.name[0] ? dev.name : "host", comm->name,
 	       ver ? "" : "\n");
 	if (ver)
 		printf(" (NCCL %d.%d.%d)\n", ver / 10000, ver / 100 % 100, ver % 100);
@@ -368,6 +373,21 @@ static int cmd_suite(void)
 
 /* ---- failfast ---- */
 
+/* Both ranks' links idle (every HCA's posts completed, waited for up to
+ * 1 s), agreed over the bootstrap. */
+static bool link_idle(struct tf_roce *t)
+{
+	double until = tf_boot_now() + 1.0;
+	bool idle;
+	while (!(idle = tf_roce_idle(t)) && tf_boot_now() < until)
+		usleep(100);
+	must(tf_comm_barrier(comm), "barrier");
+	uint8_t me = idle, all[2 * 8];
+	size_t lens[2];
+	must(tf_boot_all_gather(&boot, &me, 1, all, 8, lens), "idle vote");
+	return all[0] && all[8];
+}
+
 static int cmd_failfast(int victim, bool kill_it)
 {
 	if (victim < 0 || victim >= S.world)
@@ -380,7 +400,16 @@ static int cmd_failfast(int victim, bool kill_it)
 	buf_new(&b, n * 2);
 	uint16_t *h = calloc(n, 2);
 	put(b.p, h, n * 2);
+	struct tf_roce *roce = tf_comm_roce_transport(comm);
 	for (int step = 0; step < 100000; step++) {
+		if (step == 50 && roce && !link_idle(roce)) {
+			/* Inject only on an idle link: a failure with writes in
+			 * flight is not what this test measures (and on a real HCA
+			 * not what it should risk). */
+			printf("REFUSED rank %d: the RoCE link is not idle; no injection\n", S.rank);
+			close_rank();
+			return 2;
+		}
 		if (step == 50 && S.rank == victim) {
 			struct timespec t;
 			clock_gettime(CLOCK_MONOTONIC, &t);
@@ -396,6 +425,8 @@ static int cmd_failfast(int victim, bool kill_it)
 			}
 			if (kill_it)
 				raise(SIGKILL);
+			if (roce) /* the proxy's failure path: every QP halted, the region kept */
+				tf_roce_fail(roce, "injected failure");
 			tf_fate_fatal(fate, "failfast test", "injected failure");
 		}
 		must(tf_comm_all_reduce(comm, b.p, b.p, n, TF_DTYPE_BF16, TF_REDOP_SUM, stream), "all-reduce");
@@ -563,6 +594,75 @@ static int cmd_bench(void)
 	return failed ? 1 : 0;
 }
 
+/* ---- roce-host ---- */
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The RoCE protocol over the shm wire: 1000 variable-length gathers (and
+ * as many chunked ones with TF_TP_ROCE_CHUNKED_KB) bit for bit, then the
+ * latency of gathers of 16 B, 4 KiB and a slot. */
+static int cmd_roce_host(void)
+{
+	open_rank();
+	if (!tf_comm_roce_transport(comm)) {
+		printf("FAIL rank %d: roce-host: the roce backend did not start (backend %s)\n", S.rank, comm->name);
+		close_rank();
+		return 1;
+	}
+	size_t slot = tf_roce_slot_bytes(S.mailbox_max_kb);
+	size_t chunked = (size_t)S.roce_chunked_kb * 1024;
+	size_t maxs = chunked > slot ? chunked : slot;
+	uint8_t *src = malloc(maxs), *dst = malloc(2 * maxs), *want = malloc(2 * maxs);
+	uint64_t x = 0x2545f4914f6cdd1dull;
+	int bad = 0, n = 0;
+	for (int pass = 0; pass < (chunked > slot ? 2 : 1); pass++) {
+		size_t top = pass ? maxs : slot;
+		for (int i = 0; i < 1000; i++, n++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* the same on both ranks */
+			size_t stride = 1 + (size_t)(x % top);
+			uint32_t lens[2] = {(uint32_t)((x >> 21) % (stride + 1)), (uint32_t)((x >> 42) % (stride + 1))};
+			for (int r = 0; r < 2; r++)
+				for (size_t k = 0; k < lens[r]; k++)
+					want[(size_t)r * stride + k] = (uint8_t)(k * 29 + (size_t)i * 3 + (size_t)r * 71);
+			memcpy(src, want + (size_t)S.rank * stride, lens[S.rank]);
+			memset(dst, 0x5a, 2 * stride);
+			must(tf_comm_all_gather_v(comm, src, dst, stride, lens, NULL), "roce-host gather");
+			for (int r = 0; r < 2; r++)
+				if (memcmp(dst + (size_t)r * stride, want + (size_t)r * stride, lens[r])) {
+					if (!bad++)
+						printf("FAIL rank %d: roce-host gather %d (stride %zu): rank %d's bytes differ\n",
+						       S.rank, n, stride, r);
+				}
+		}
+	}
+	if (!bad)
+		printf("PASS rank %d: roce-host: %d gathers bit-exact (slot %zu, chunked up to %zu)\n", S.rank, n, slot,
+		       chunked);
+	static const size_t sizes[] = {16, 4096, 0};
+	for (size_t si = 0; si < 3; si++) {
+		size_t b = sizes[si] ? sizes[si] : slot;
+		enum { ITERS = 500 };
+		double t[ITERS];
+		must(tf_comm_barrier(comm), "barrier");
+		for (int i = 0; i < ITERS; i++) {
+			double t0 = tf_boot_now();
+			must(tf_comm_all_gather(comm, src, dst, b, TF_DTYPE_U8, NULL), "roce-host gather");
+			t[i] = (tf_boot_now() - t0) * 1e6;
+		}
+		qsort(t, ITERS, sizeof t[0], cmp_d);
+		printf("RESULT {\"rank\":%d,\"op\":\"roce-host all-gather\",\"bytes\":%zu,\"iters\":%d,"
+		       "\"p50_us\":%.2f,\"p90_us\":%.2f}\n", S.rank, b, ITERS, t[ITERS / 2], t[ITERS * 9 / 10]);
+	}
+	free(src), free(dst), free(want);
+	must(tf_comm_barrier(comm), "barrier");
+	close_rank();
+	return bad ? 1 : 0;
+}
+
 /* ---- launcher ---- */
 
 static int launch(int argc, char **argv, int first)
@@ -601,7 +701,7 @@ static int launch(int argc, char **argv, int first)
 			close(pfd[0]);
 			snprintf(v, sizeof v, "%d", r);
 			setenv("TF_TP_RANK", v, 1);
-			if (S.backend != TF_FABRIC_HOST)
+			if (S.backend != TF_FABRIC_HOST && S.backend != TF_FABRIC_ROCE)
 				setenv("TF_TP_DEVICE", v, 1);
 			execv("/proc/self/exe", av);
 			_exit(127);
@@ -633,6 +733,11 @@ static int launch(int argc, char **argv, int first)
 		return worst;
 	}
 	if (got <= 0) {
+		for (int r = 0; r < n; r++)
+			if (rc[r] == 2) {
+				printf("REFUSED failfast: a link was not idle; nothing injected\n");
+				return 2;
+			}
 		printf("FAIL failfast: the victim never injected\n");
 		return 1;
 	}
@@ -661,11 +766,12 @@ int main(int argc, char **argv)
 	tf_fabric_settings_opts(&o.fab, opts + 3);
 	int i = tf_cli_parse(&cli, argc, argv);
 	if (i >= argc)
-		tf_usage_error("missing mode (suite, failfast, bench or kernel)");
+		tf_usage_error("missing mode (suite, failfast, bench, roce-host or kernel)");
 	const char *mode = argv[i];
 	int nargs = !strcmp(mode, "failfast") ? 2 : 0;
-	if (strcmp(mode, "suite") && strcmp(mode, "failfast") && strcmp(mode, "bench") && strcmp(mode, "kernel"))
-		tf_usage_error("unknown mode '%s' (suite, failfast, bench or kernel)", mode);
+	if (strcmp(mode, "suite") && strcmp(mode, "failfast") && strcmp(mode, "bench") && strcmp(mode, "kernel") &&
+	    strcmp(mode, "roce-host"))
+		tf_usage_error("unknown mode '%s' (suite, failfast, bench, roce-host or kernel)", mode);
 	if (argc - i - 1 != nargs)
 		tf_usage_error(nargs ? "failfast takes VICTIM and fatal|kill" : "unexpected argument '%s'",
 			       argv[i + 1]);
@@ -680,6 +786,8 @@ int main(int argc, char **argv)
 		       tf_cu_fatbin_size());
 		return k ? 0 : 1;
 	}
+	if (!strcmp(mode, "roce-host")) /* the shm wire: two ranks of one host */
+		o.fab.backend = "roce", o.fab.roce_wire = "shm";
 	if (o.local) {
 		o.fab.world = o.local;
 		o.fab.rank = 0;
@@ -693,5 +801,7 @@ int main(int argc, char **argv)
 		return cmd_suite();
 	if (!strcmp(mode, "bench"))
 		return cmd_bench();
+	if (!strcmp(mode, "roce-host"))
+		return cmd_roce_host();
 	return cmd_failfast((int)victim, !strcmp(argv[i + 2], "kill"));
 }

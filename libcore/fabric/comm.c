@@ -12,6 +12,8 @@ tf_status tf_comm_open(struct tf_boot *boot, const struct tf_fabric_settings *s,
 		return tf_comm_nccl_new(boot, s, out);
 	case TF_FABRIC_MAILBOX:
 		return tf_comm_mailbox_new(boot, s, out);
+	case TF_FABRIC_ROCE:
+		return tf_comm_roce_new(boot, s, out);
 	}
 	return tf_err(TF_ERR_ARG, "unknown backend %d", (int)s->backend);
 }

@@ -48,7 +48,7 @@ struct tf_comm {
 	const struct tf_comm_ops *ops;
 	int world, rank;
 	bool device;       /* buffers are device addresses (NCCL, mailbox) */
-	const char *name;  /* "host", "host-threads", "nccl", "mailbox" */
+	const char *name;  /* "host", "host-threads", "nccl", "mailbox", "roce" */
 	uint64_t calls;    /* collective calls made (for desync checks) */
 };
 
@@ -126,7 +126,19 @@ tf_status tf_comm_nccl_raw(struct tf_comm *c, struct tf_nccl_raw *out);
 /* The NCCL version agreed (10000*major + 100*minor + patch), 0 if none. */
 int tf_comm_nccl_version(const struct tf_comm *c);
 
-/* The backend named by s over boot (host, nccl or mailbox). */
+/* RoCE between the two ranks of two hosts (roce.h): host-memory
+ * collectives, small ones by RDMA writes (or over the shm wire on one
+ * host), the host backend for the rest. Falls back to the host backend
+ * when RoCE cannot start on any rank, or refuses with TF_ERR_UNAVAILABLE
+ * under TF_TP_ROCE_FALLBACK=error. The caller of tf_comm_free on a failed
+ * roce comm goes fail-fast first (tf_fate_fatal), so the peer halts its
+ * queue pairs before this rank's transport is closed. */
+tf_status tf_comm_roce_new(struct tf_boot *boot, const struct tf_fabric_settings *s,
+			   struct tf_comm **out);
+/* The transport behind a roce comm (borrowed), NULL for any other. */
+struct tf_roce *tf_comm_roce_transport(struct tf_comm *c);
+
+/* The backend named by s over boot (host, nccl, mailbox or roce). */
 tf_status tf_comm_open(struct tf_boot *boot, const struct tf_fabric_settings *s,
 		       struct tf_comm **out);
 

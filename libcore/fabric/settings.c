@@ -7,6 +7,7 @@
 
 #include "base/digest.h"
 #include "base/num.h"
+#include "fabric/roce.h"
 
 enum kind { K_INT, K_DOUBLE, K_STR, K_CHOICE };
 
@@ -26,13 +27,19 @@ static const struct var vars[TF_FABRIC_NOPTS] = {
 	{"TF_TP_PLAN_PORT", "plan-port", "PORT", "0", "rank 0's listening port (0: PORT+7)", NULL, K_INT, 0, 65535, OFF(plan_port)},
 	{"TF_TP_PLAN_TIMEOUT", "plan-timeout", "S", "300", "seconds to connect and per bootstrap read", NULL, K_DOUBLE, 0.1, 86400, OFF(plan_timeout_s)},
 	{"TF_TP_DEVICE", "device", "N", "0", "CUDA device ordinal", NULL, K_INT, 0, 63, OFF(device)},
-	{"TF_COMM_BACKEND", "backend", "B", "nccl", "collective backend", "nccl|mailbox|host", K_CHOICE, 0, 0, OFF(backend)},
+	{"TF_COMM_BACKEND", "backend", "B", "nccl", "collective backend", "nccl|mailbox|host|roce", K_CHOICE, 0, 0, OFF(backend)},
 	{"TF_TP_MAILBOX_MAX_KB", "mailbox-max-kb", "KB", "256", "mailbox message cap per rank", NULL, K_INT, 4, 16384, OFF(mailbox_max_kb)},
 	{"TF_TP_MAILBOX_TIMEOUT_S", "mailbox-timeout", "S", "120", "mailbox wait limit before poisoning", NULL, K_DOUBLE, 0.001, 86400, OFF(mailbox_timeout_s)},
 	{"TF_TP_MAILBOX_P2P", "mailbox-p2p", "on|off", "on", "mailbox inboxes in GPU memory when the GPUs reach each other", "on|off|1|0", K_CHOICE, 0, 0, OFF(mailbox_p2p)},
 	{"TF_TP_FAILFAST", "failfast", "on|off", "on", "end every rank when one fails", "on|off|1|0", K_CHOICE, 0, 0, OFF(failfast)},
 	{"TF_TP_FAILFAST_GRACE_S", "failfast-grace", "S", "1.0", "seconds before a fail-fast exit 70", NULL, K_DOUBLE, 0, 60, OFF(grace_s)},
 	{"TF_NCCL_LIB", "nccl-lib", "FILE", "libnccl.so.2", "NCCL library to open", NULL, K_STR, 0, 0, OFF(nccl_lib)},
+	{"TF_TP_ROCE_HCA", "roce-hca", "LIST", "", "RoCE HCAs as name[:gid],... (at most 2; empty: choose)", NULL, K_STR, 0, 0, OFF(roce_hca)},
+	{"TF_TP_ROCE_HCAS", "roce-hcas", "N", "2", "RoCE ports to choose", NULL, K_INT, 1, 2, OFF(roce_hcas)},
+	{"TF_TP_ROCE_TC", "roce-tc", "N", "0", "RoCE GRH traffic class", NULL, K_INT, 0, 255, OFF(roce_tc)},
+	{"TF_TP_ROCE_WIRE", "roce-wire", "W", "verbs", "RoCE wire (shm: two ranks of one host, no HCA)", "verbs|shm", K_CHOICE, 0, 0, OFF(roce_wire)},
+	{"TF_TP_ROCE_FALLBACK", "roce-fallback", "F", "nccl", "when RoCE cannot start", "nccl|error", K_CHOICE, 0, 0, OFF(roce_fallback)},
+	{"TF_TP_ROCE_CHUNKED_KB", "roce-chunked-kb", "KB", "0", "chunked RoCE gathers up to this stride (0: off)", NULL, K_INT, 0, 4194304, OFF(roce_chunked_kb)},
 };
 
 void tf_fabric_settings_opts(struct tf_fabric_opts *o, struct tf_opt *out)
@@ -137,12 +144,17 @@ tf_status tf_fabric_settings_check(const struct tf_fabric_opts *o, struct tf_fab
 		s->backend = TF_FABRIC_MAILBOX;
 	else if (!strcmp(b, "host"))
 		s->backend = TF_FABRIC_HOST;
+	else if (!strcmp(b, "roce"))
+		s->backend = TF_FABRIC_ROCE;
 	else
-		return tf_err(TF_ERR_CONFIG, "TF_COMM_BACKEND=%s: expected nccl, mailbox or host", b);
-	if (s->backend == TF_FABRIC_MAILBOX && s->world != 2)
-		return tf_err(TF_ERR_CONFIG,
-			      "TF_COMM_BACKEND=mailbox: expected TF_TP_WORLD=2 (it is %d)", s->world);
+		return tf_err(TF_ERR_CONFIG, "TF_COMM_BACKEND=%s: expected nccl, mailbox, host or roce", b);
+	if ((s->backend == TF_FABRIC_MAILBOX || s->backend == TF_FABRIC_ROCE) && s->world != 2)
+		return tf_err(TF_ERR_CONFIG, "TF_COMM_BACKEND=%s: expected TF_TP_WORLD=2 (it is %d)",
+			      tf_fabric_backend_name(s->backend), s->world);
 	s->mailbox_max_kb = (uint32_t)o->mailbox_max_kb;
+	tf_status st;
+	if (s->backend == TF_FABRIC_ROCE && (st = tf_roce_slot_check(s->mailbox_max_kb)))
+		return st;
 	s->mailbox_timeout_s = o->mailbox_timeout_s;
 	const char *f = o->failfast ? o->failfast : "on";
 	s->failfast = !(!strcmp(f, "0") || !strcmp(f, "off"));
@@ -153,6 +165,19 @@ tf_status tf_fabric_settings_check(const struct tf_fabric_opts *o, struct tf_fab
 	if (strlen(l) >= sizeof s->nccl_lib)
 		return tf_err(TF_ERR_CONFIG, "TF_NCCL_LIB: path too long");
 	snprintf(s->nccl_lib, sizeof s->nccl_lib, "%s", l);
+	const char *h = o->roce_hca ? o->roce_hca : "";
+	char names[TF_ROCE_MAX_HCA][64];
+	int gids[TF_ROCE_MAX_HCA], nh;
+	if (strlen(h) >= sizeof s->roce_hca)
+		return tf_err(TF_ERR_CONFIG, "TF_TP_ROCE_HCA: list too long");
+	if ((st = tf_roce_parse_hca(h, names, gids, &nh)))
+		return st;
+	snprintf(s->roce_hca, sizeof s->roce_hca, "%s", h);
+	s->roce_hcas = o->roce_hcas ? (int)o->roce_hcas : 2;
+	s->roce_tc = (int)o->roce_tc;
+	s->roce_wire = o->roce_wire && !strcmp(o->roce_wire, "shm") ? 1 : 0;
+	s->roce_fallback_error = o->roce_fallback && !strcmp(o->roce_fallback, "error");
+	s->roce_chunked_kb = (uint32_t)o->roce_chunked_kb;
 	return TF_OK;
 }
 
@@ -162,6 +187,7 @@ const char *tf_fabric_backend_name(enum tf_fabric_backend b)
 	case TF_FABRIC_NCCL: return "nccl";
 	case TF_FABRIC_MAILBOX: return "mailbox";
 	case TF_FABRIC_HOST: return "host";
+	case TF_FABRIC_ROCE: return "roce";
 	}
 	return "?";
 }
@@ -174,7 +200,8 @@ static const struct {
 } agreed_fields[] = {
 	{1, "TF_TP_WORLD"},          {2, "TF_COMM_BACKEND"},        {3, "TF_TP_MAILBOX_MAX_KB"},
 	{4, "TF_TP_MAILBOX_TIMEOUT_S"}, {5, "TF_TP_FAILFAST"},       {6, "TF_TP_FAILFAST_GRACE_S"},
-	{7, "TF_TP_PLAN_TIMEOUT"},
+	{7, "TF_TP_PLAN_TIMEOUT"},    {8, "TF_TP_ROCE_WIRE"},        {9, "TF_TP_ROCE_FALLBACK"},
+	{10, "TF_TP_ROCE_CHUNKED_KB"},
 };
 #define NAGREED (sizeof agreed_fields / sizeof agreed_fields[0])
 
@@ -198,6 +225,7 @@ size_t tf_fabric_settings_agreed(const struct tf_fabric_settings *s, uint8_t *ou
 		(uint64_t)s->world, (uint64_t)s->backend, s->mailbox_max_kb,
 		(uint64_t)(s->mailbox_timeout_s * 1e6 + 0.5), s->failfast,
 		(uint64_t)(s->grace_s * 1e6 + 0.5), (uint64_t)(s->plan_timeout_s * 1e6 + 0.5),
+		(uint64_t)s->roce_wire, s->roce_fallback_error, s->roce_chunked_kb,
 	};
 	size_t n = 4 + 12 * NAGREED;
 	if (cap < n)

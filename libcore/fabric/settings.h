@@ -6,7 +6,8 @@
  * range is written once and every refusal names its variable.
  *
  * The settings that must be equal on every rank (world, backend, mailbox
- * size, fail-fast and grace, plan-link timeout) are hashed into a SHA-256
+ * size, fail-fast and grace, plan-link timeout, the RoCE wire, fallback
+ * and chunk bound) are hashed into a SHA-256
  * digest that the bootstrap agrees on; rank, device and addresses are not
  * part of it. */
 #ifndef TF_FABRIC_SETTINGS_H
@@ -23,6 +24,7 @@ enum tf_fabric_backend {
 	TF_FABRIC_NCCL = 0,    /* NCCL for everything (libnccl.so.2 by dlopen) */
 	TF_FABRIC_MAILBOX = 1, /* two ranks of one host: mailbox for small, NCCL for the rest */
 	TF_FABRIC_HOST = 2,    /* host memory over the bootstrap sockets: the reference */
+	TF_FABRIC_ROCE = 3,    /* two ranks on two hosts: RoCE writes for small, host for the rest */
 };
 
 struct tf_fabric_settings {
@@ -40,6 +42,12 @@ struct tf_fabric_settings {
 	bool failfast;                  /* TF_TP_FAILFAST: on unless 0/off */
 	double grace_s;                 /* TF_TP_FAILFAST_GRACE_S: 0..60 (1.0) */
 	char nccl_lib[256];             /* TF_NCCL_LIB (libnccl.so.2) */
+	char roce_hca[160];             /* TF_TP_ROCE_HCA: name[:gid],... at most 2 ("": choose) */
+	int roce_hcas;                  /* TF_TP_ROCE_HCAS: ports to choose, 1..2 (2) */
+	int roce_tc;                    /* TF_TP_ROCE_TC: GRH traffic class 0..255 (0) */
+	int roce_wire;                  /* TF_TP_ROCE_WIRE: 0 verbs, 1 shm (one host) */
+	bool roce_fallback_error;       /* TF_TP_ROCE_FALLBACK=error (else nccl) */
+	uint32_t roce_chunked_kb;       /* TF_TP_ROCE_CHUNKED_KB: chunked gathers up to this (0 off) */
 };
 
 /* Raw values as options and variables deliver them, before checks. */
@@ -47,9 +55,11 @@ struct tf_fabric_opts {
 	int64_t world, rank, port, plan_port, device, mailbox_max_kb;
 	double plan_timeout_s, mailbox_timeout_s, grace_s;
 	const char *master, *backend, *failfast, *mailbox_p2p, *nccl_lib;
+	const char *roce_hca, *roce_wire, *roce_fallback;
+	int64_t roce_hcas, roce_tc, roce_chunked_kb;
 };
 
-#define TF_FABRIC_NOPTS 14
+#define TF_FABRIC_NOPTS 20
 
 /* Fill out[0..TF_FABRIC_NOPTS) with option-table entries (long option,
  * variable, default, range) writing into o; a program appends them to its
@@ -63,11 +73,12 @@ tf_status tf_fabric_settings_env(struct tf_fabric_settings *s,
 				 const char *(*env)(const char *name));
 
 /* Check raw option values (ranges already applied by the option table) and
- * the cross-field rules (rank < world, mailbox needs world 2), filling s.
+ * the cross-field rules (rank < world, mailbox and roce need world 2, a
+ * RoCE slot of at most 1 MiB), filling s.
  * TF_ERR_CONFIG naming the variable on a bad value. */
 tf_status tf_fabric_settings_check(const struct tf_fabric_opts *o, struct tf_fabric_settings *s);
 
-/* The name of a backend ("nccl", "mailbox", "host"). */
+/* The name of a backend ("nccl", "mailbox", "host", "roce"). */
 const char *tf_fabric_backend_name(enum tf_fabric_backend b);
 
 /* The bytes hashed into the digest: a fixed little-endian layout of the

@@ -55,9 +55,36 @@ START_TEST(settings_defaults_and_ranges)
 	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_RANK"));
 	env_kv[1][1] = " 1 ";
-	env_kv[2][0] = "TF_COMM_BACKEND", env_kv[2][1] = "roce";
+	env_kv[2][0] = "TF_COMM_BACKEND", env_kv[2][1] = "rdma";
 	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
-	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_COMM_BACKEND=roce"));
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_COMM_BACKEND=rdma"));
+	/* roce: two ranks, a slot of at most 1 MiB (refused, never clamped). */
+	env_kv[2][1] = "roce";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), 0);
+	ck_assert_int_eq(s.backend, TF_FABRIC_ROCE);
+	ck_assert_int_eq(s.roce_hcas, 2);
+	ck_assert_int_eq(s.roce_wire, 0);
+	ck_assert(!s.roce_fallback_error);
+	env_kv[3][0] = "TF_TP_MAILBOX_MAX_KB", env_kv[3][1] = "1028";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_MAILBOX_MAX_KB=1028"));
+	env_kv[3][1] = "1024";
+	env_kv[4][0] = "TF_TP_ROCE_WIRE", env_kv[4][1] = "shm";
+	env_kv[5][0] = "TF_TP_ROCE_FALLBACK", env_kv[5][1] = "error";
+	env_kv[6][0] = "TF_TP_ROCE_HCA", env_kv[6][1] = "mlx5_0:3,mlx5_1";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), 0);
+	ck_assert_int_eq(s.mailbox_max_kb, 1024);
+	ck_assert_int_eq(s.roce_wire, 1);
+	ck_assert(s.roce_fallback_error);
+	ck_assert_str_eq(s.roce_hca, "mlx5_0:3,mlx5_1");
+	env_kv[6][1] = "a,b,c";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_ROCE_HCA"));
+	env_kv[4][0] = "TF_TP_ROCE_WIRE", env_kv[4][1] = "fast";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_ROCE_WIRE"));
+	for (int k = 3; k < 7; k++)
+		env_kv[k][0] = env_kv[k][1] = NULL;
 	env_kv[2][1] = "mailbox";
 	env_kv[3][0] = "TF_TP_FAILFAST", env_kv[3][1] = "off";
 	env_kv[4][0] = "TF_TP_FAILFAST_GRACE_S", env_kv[4][1] = "61";
@@ -93,6 +120,25 @@ START_TEST(settings_digest)
 	char msg[200];
 	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
 	ck_assert_str_eq(msg, "TF_TP_MAILBOX_MAX_KB (256 vs 128)");
+	/* The RoCE wire, fallback and chunk bound are agreed; its HCAs and
+	 * traffic class are per host. */
+	b = a;
+	b.roce_hcas = 1, b.roce_tc = 106;
+	snprintf(b.roce_hca, sizeof b.roce_hca, "mlx5_1");
+	tf_fabric_settings_digest(&b, db);
+	ck_assert(!memcmp(da, db, 32));
+	b.roce_chunked_kb = 4096;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_ROCE_CHUNKED_KB (0 vs 4096)");
+	b = a, b.roce_wire = 1;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_ROCE_WIRE (0 vs 1)");
+	b = a, b.roce_fallback_error = true;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_ROCE_FALLBACK (0 vs 1)");
 }
 END_TEST
 
