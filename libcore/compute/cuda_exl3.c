@@ -146,9 +146,13 @@ static tf_status experts_get(struct cuda_be *c, const struct tf_exl3_layer *ex, 
 			*out = d;
 			return TF_OK;
 		}
+		if (c->g.mode != CUDA_EAGER)
+			goto recording;
 		cuda_mem_free(c, d->mem);
 		free(d->host);
 		d->host = NULL;
+	} else if (c->g.mode != CUDA_EAGER) {
+		goto recording;
 	} else if (!(d = calloc(1, sizeof *d))) {
 		return tf_err(TF_ERR_NOMEM, "exl3_matmul_experts: out of memory");
 	}
@@ -166,6 +170,9 @@ static tf_status experts_get(struct cuda_be *c, const struct tf_exl3_layer *ex, 
 	}
 	*out = d;
 	return TF_OK;
+recording: /* the image is lasting state: made by the eager run that follows */
+	return tf_err(TF_ERR_UNSUPPORTED, "exl3_matmul_experts: the experts' image is made inside "
+		      "a graphed call");
 }
 
 void cuda_exl3_release(struct cuda_be *c)

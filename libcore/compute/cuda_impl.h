@@ -30,6 +30,10 @@ static inline tf_cu_ptr cuda_ptr(const struct tf_tensor *t)
 /* The backend's stream and SM count. */
 tf_cu_stream cuda_stream(struct tf_be *be);
 int cuda_sms(struct tf_be *be);
+/* True inside a graphed call's dry or captured pass (cuda_graph.c): an op
+ * that must wait for the device or change the backend's lasting state
+ * refuses then (TF_ERR_UNSUPPORTED), and the call runs eagerly instead. */
+int cuda_recording(struct tf_be *be);
 
 /* A kernel looked up by its extern "C" name once per module load. */
 struct cuda_fn {
