@@ -296,8 +296,8 @@ tf_status cuda_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
 	    !(st = y_target(be, y, d.bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
 	    !(st = matmul_rows(be, &d.L, xb, R, yt, yt_bf16)) && d.bias)
 		st = bias_rows(be, yt, y, d.bias, R, N);
+	cuda_scratch_release(be, ytmp); /* in reverse: cuda_scratch's rule */
 	cuda_scratch_release(be, xtmp);
-	cuda_scratch_release(be, ytmp);
 	if (st)
 		return tf_err_wrap(st, "exl3_matmul %lldx%lldx%lld: ", (long long)R, (long long)K,
 				   (long long)N);
@@ -415,10 +415,10 @@ tf_status cuda_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer 
 	    !(st = y_target(be, y, d->bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
 	    !(st = experts_run(be, &d->E, tasks, ntasks, rows_max, xrow, xb, yt, yt_bf16)) && d->bias)
 		st = bias_experts(be, yt, y, d->bias, expert_ids, offsets, n_experts, R, N);
-	cuda_scratch_release(be, tasks);
-	cuda_scratch_release(be, xrow);
+	cuda_scratch_release(be, ytmp); /* in reverse: cuda_scratch's rule */
 	cuda_scratch_release(be, xtmp);
-	cuda_scratch_release(be, ytmp);
+	cuda_scratch_release(be, xrow);
+	cuda_scratch_release(be, tasks);
 	if (st)
 		return tf_err_wrap(st, "exl3_matmul_experts %lld rows, %lld groups: ", (long long)R,
 				   (long long)G);

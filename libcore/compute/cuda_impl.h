@@ -50,7 +50,9 @@ tf_status cuda_launch(struct tf_be *be, struct cuda_fn *fn, unsigned gx, unsigne
 /* Scratch device memory of n bytes for an op's own use, from the
  * backend's arena. Work queued on the one stream is ordered, so scratch
  * released right after the op's launches are queued may be handed to the
- * next op. */
+ * next op. Release in the reverse order of allocation: the arena's free
+ * lists then come back as they were, so the same work gets the same
+ * addresses again (a graphed call's replays depend on it: cuda_graph.c). */
 tf_status cuda_scratch(struct tf_be *be, size_t n, tf_cu_ptr *p);
 void cuda_scratch_release(struct tf_be *be, tf_cu_ptr p);
 
