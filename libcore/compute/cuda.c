@@ -53,6 +53,8 @@ static void late_reap(struct cuda_be *c, bool idle)
 /* Wait for the stream; then every late block and staging chunk is free. */
 static tf_status wait_idle(struct cuda_be *c)
 {
+	if (c->g.mode != CUDA_EAGER)
+		return tf_err(TF_ERR_UNSUPPORTED, "cuda: a wait for the stream inside a graphed call");
 	tf_status st = TF_CU(tf_cu->StreamSynchronize(c->stream));
 	if (st)
 		return st;
@@ -62,11 +64,26 @@ static tf_status wait_idle(struct cuda_be *c)
 	return TF_OK;
 }
 
+tf_status cuda_wait_idle(struct cuda_be *c)
+{
+	return wait_idle(c);
+}
+
+void cuda_late_drop(struct cuda_be *c)
+{
+	late_reap(c, true);
+}
+
+/* In a dry or captured pass nothing is reaped (no event calls while
+ * capturing; the pass's own late blocks must stay until its graph has run
+ * or the pass is undone) and nothing waits. */
 tf_status cuda_mem_alloc(struct cuda_be *c, size_t n, tf_cu_ptr *p)
 {
-	late_reap(c, false);
+	bool eager = c->g.mode == CUDA_EAGER;
+	if (eager)
+		late_reap(c, false);
 	tf_status st = tf_arena_alloc(c->arena, n, p);
-	if (st == TF_ERR_NOMEM && c->nlate) {
+	if (st == TF_ERR_NOMEM && c->nlate && eager) {
 		if ((st = wait_idle(c)))
 			return st;
 		st = tf_arena_alloc(c->arena, n, p);
@@ -89,17 +106,25 @@ void cuda_mem_free(struct cuda_be *c, tf_cu_ptr p)
 		tf_arena_dealloc(c->arena, p);
 		return;
 	}
+	bool eager = c->g.mode == CUDA_EAGER;
 	if (c->nlate == c->late_cap) {
 		size_t cap = c->late_cap ? 2 * c->late_cap : 16;
 		if (tf_realloc_array(&c->late, cap, sizeof *c->late)) {
-			/* no room to defer it: wait for the work that may use it */
-			if (!TF_CU(tf_cu->StreamSynchronize(c->stream)))
+			/* no room to defer it: wait for the work that may use it
+			 * (in a dry or captured pass: keep it, a leak, not a fault) */
+			if (eager && !TF_CU(tf_cu->StreamSynchronize(c->stream)))
 				tf_arena_dealloc(c->arena, p);
 			return;
 		}
 		c->late_cap = cap;
 	}
 	tf_cu_event ev = NULL;
+	if (!eager) {
+		/* a dry or captured pass: freed when its graph has run (the next
+		 * wait for the stream) or when the pass is undone */
+		c->late[c->nlate++] = (struct cuda_late){p, NULL};
+		return;
+	}
 	if (tf_cu->EventCreate(&ev, TF_CU_EVENT_DISABLE_TIMING) != TF_CU_SUCCESS)
 		ev = NULL;
 	else if (tf_cu->EventRecord(ev, c->stream) != TF_CU_SUCCESS) {
@@ -138,6 +163,8 @@ static tf_status stage_room(struct cuda_be *c, size_t want, unsigned char **dst,
 
 tf_status cuda_put(struct cuda_be *c, tf_cu_ptr dst, const void *src, size_t n)
 {
+	if (c->g.mode != CUDA_EAGER)
+		return cuda_graph_put(c, dst, src, n);
 	const unsigned char *s = src;
 	while (n) {
 		unsigned char *p;
@@ -146,7 +173,8 @@ tf_status cuda_put(struct cuda_be *c, tf_cu_ptr dst, const void *src, size_t n)
 		if (st)
 			return st;
 		memcpy(p, s, m);
-		if ((st = TF_CU(tf_cu->MemcpyHtoDAsync(dst, p, m, c->stream))))
+		if (!tf_cu_rec_copy(c->stream, 'H', dst, (uint64_t)(uintptr_t)p, m) &&
+		    (st = TF_CU(tf_cu->MemcpyHtoDAsync(dst, p, m, c->stream))))
 			return st;
 		c->fill += m;
 		dst += m;
@@ -166,7 +194,8 @@ static tf_status cuda_alloc(struct tf_be *be, struct tf_tensor *t)
 	tf_status st = cuda_mem_alloc(c, n, &p);
 	if (st)
 		return tf_err_wrap(st, "cuda: cannot allocate %zu bytes: ", n);
-	if (n && (st = TF_CU(tf_cu->MemsetD8Async(p, 0, n, c->stream)))) {
+	if (n && !tf_cu_rec_memset(c->stream, p, 0, 1, n) &&
+	    (st = TF_CU(tf_cu->MemsetD8Async(p, 0, n, c->stream)))) {
 		cuda_mem_free(c, p);
 		return st;
 	}
@@ -200,7 +229,8 @@ static tf_status cuda_download(struct tf_be *be, const struct tf_tensor *t, void
 	const size_t room = (size_t)CUDA_STAGE_CHUNKS * CUDA_STAGE_CHUNK;
 	while (!st && n) {
 		size_t m = n < room ? n : room;
-		if (!(st = TF_CU(tf_cu->MemcpyDtoHAsync(c->stage, src, m, c->stream))) &&
+		if (!tf_cu_rec_copy(c->stream, 'D', (uint64_t)(uintptr_t)c->stage, src, m) &&
+		    !(st = TF_CU(tf_cu->MemcpyDtoHAsync(c->stage, src, m, c->stream))) &&
 		    !(st = TF_CU(tf_cu->StreamSynchronize(c->stream))))
 			memcpy(d, c->stage, m);
 		src += m;
@@ -227,6 +257,11 @@ int cuda_sms(struct tf_be *be)
 	return cuda_of(be)->dev.sms;
 }
 
+int cuda_recording(struct tf_be *be)
+{
+	return cuda_of(be)->g.mode != CUDA_EAGER;
+}
+
 /* Kernel handles are process-wide (one module); the lock keeps a handle
  * and its generation together. */
 static pthread_mutex_t fn_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -250,7 +285,10 @@ tf_status cuda_launch(struct tf_be *be, struct cuda_fn *fn, unsigned gx, unsigne
 	pthread_mutex_unlock(&fn_mu);
 	if (st)
 		return st;
-	st = TF_CU(tf_cu->LaunchKernel(f, gx, gy, 1, block, 1, 1, shmem, cuda_stream(be), params, NULL));
+	tf_cu_stream s = cuda_stream(be);
+	if (tf_cu_rec_kernel(s, f, gx, gy, 1, block, 1, 1, shmem, params, NULL, 0))
+		return TF_OK; /* recorded by a dry pass (cuda/rec.h) */
+	st = TF_CU(tf_cu->LaunchKernel(f, gx, gy, 1, block, 1, 1, shmem, s, params, NULL));
 	if (st)
 		return tf_err_wrap(st, "kernel %s (grid %ux%u, block %u, %u B shared): ", fn->name, gx, gy,
 				   block, shmem);
@@ -275,6 +313,8 @@ tf_status cuda_exl3_ws(struct cuda_be *c, uint32_t n_max, const struct tf_cu_exl
 	*ws = &c->ws;
 	if (c->ws.n_max >= n_max)
 		return TF_OK;
+	if (c->g.mode != CUDA_EAGER) /* grows in the eager run that follows */
+		return tf_err(TF_ERR_UNSUPPORTED, "cuda: the EXL3 workspace grows inside a graphed call");
 	/* Launches queued on the old one must end first; the new one is
 	 * zeroed on the legacy stream, which ours does not wait for. */
 	uint32_t want = n_max > 2 * c->ws.n_max ? n_max : 2 * c->ws.n_max;
@@ -329,6 +369,7 @@ static const struct tf_ops cuda_ops = {
 	.moe_group = cuda_moe_group,
 	.stream_mean = cuda_stream_mean,
 	.sample = cuda_sample,
+	.graph = cuda_graph,
 	.free = cuda_free,
 };
 
@@ -389,6 +430,7 @@ static void impl_free(struct cuda_be *c, bool stream_made)
 		tf_cu_device_use(&c->dev);
 		if (stream_made && c->arena)
 			wait_idle(c);
+		cuda_graphs_close(c); /* its graphs and input region; the recorder */
 		cuda_exl3_release(c);
 		late_reap(c, true); /* the weights' frees (nothing uses them now) */
 		tf_hmap_release(&c->blocks);
@@ -447,7 +489,7 @@ tf_status tf_cuda_be_new(int device, struct tf_be **out)
 	if ((st = TF_CU(tf_cu->StreamCreate(&c->stream, TF_CU_STREAM_NON_BLOCKING))))
 		goto out;
 	stream_made = true;
-	if ((st = arena_open(c)) || (st = stage_open(c)))
+	if ((st = arena_open(c)) || (st = stage_open(c)) || (st = cuda_graphs_open(c)))
 		goto out;
 	blas_open(c);
 	be->ops = &cuda_ops;

@@ -14,6 +14,8 @@
 #include "cuda/arena.h"
 #include "cuda/blas.h"
 #include "cuda/exl3_gemv.h"
+#include "cuda/graph.h"
+#include "cuda/rec.h"
 
 /* Pinned host staging of uploads and downloads: CUDA_STAGE_CHUNKS chunks
  * of CUDA_STAGE_CHUNK bytes, used in turn. */
@@ -29,6 +31,31 @@
 struct cuda_late {
 	tf_cu_ptr p;
 	tf_cu_event ev;
+};
+
+/* What the backend's ops do with work and uploads (cuda_graph.c): queue
+ * them (eager), record them without a driver call (the dry pass of a
+ * graphed call) or queue them into a stream capture. */
+enum cuda_mode { CUDA_EAGER = 0, CUDA_DRY, CUDA_CAPTURE };
+
+struct cuda_pass; /* cuda_graph.c: the graphed call in progress */
+
+/* Graphed calls (cuda_graph.c). */
+struct cuda_graphs {
+	enum cuda_mode mode;
+	bool off;                   /* tf_cuda_be_set_graphs(0), $TF_CUDA_GRAPHS=0 */
+	bool capturing;             /* inside cuStreamBeginCapture .. End */
+	bool attached;              /* rec is the stream's recorder */
+	struct tf_cu_rec rec;       /* the stream's recorder (counts always) */
+	struct tf_graph_cache *cache;
+	/* pinned host input region: a graphed call's uploads in order, each
+	 * 16-byte aligned; the host refills it before every replay */
+	unsigned char *in;
+	size_t in_cap, in_fill, in_want;
+	uint64_t in_gen;            /* the region's generation: the cache's fingerprint */
+	int streak, skip;           /* misses in a row; calls left to run eagerly */
+	struct cuda_pass *cur;
+	struct tf_be_counters st;   /* the graph_* counters */
 };
 
 struct cuda_be {
@@ -48,6 +75,7 @@ struct cuda_be {
 	size_t nlate, late_cap;
 	struct tf_hmap blocks;     /* arena address -> bytes asked for (tensors, scratch) */
 	struct tf_hmap experts;    /* experts array -> struct cuda_exl3_experts_dev * */
+	struct cuda_graphs g;
 };
 
 static inline struct cuda_be *cuda_of(struct tf_be *be)
@@ -65,6 +93,19 @@ const struct tf_ops *tf_cuda_ops(void);
 tf_status cuda_mem_alloc(struct cuda_be *c, size_t n, tf_cu_ptr *p);
 void cuda_mem_free(struct cuda_be *c, tf_cu_ptr p);
 tf_status cuda_put(struct cuda_be *c, tf_cu_ptr dst, const void *src, size_t n);
+/* Wait for the stream; then every late block and staging chunk is free. */
+tf_status cuda_wait_idle(struct cuda_be *c);
+/* Free the late blocks now: only when nothing queued can use them (the
+ * stream is idle, or they came from a pass that queued nothing). */
+void cuda_late_drop(struct cuda_be *c);
+
+/* Graphed calls (cuda_graph.c): the graph op, set-up at tf_cuda_be_new
+ * ($TF_CUDA_GRAPHS; the recorder attached to the stream) and release;
+ * uploads of a dry or captured pass, through the input region. */
+tf_status cuda_graph(struct tf_be *be, const struct tf_be_work *w);
+tf_status cuda_graphs_open(struct cuda_be *c);
+void cuda_graphs_close(struct cuda_be *c);
+tf_status cuda_graph_put(struct cuda_be *c, tf_cu_ptr dst, const void *src, size_t n);
 /* The EXL3 workspace for layers of up to n_max columns (grown, which waits
  * for the stream once). */
 tf_status cuda_exl3_ws(struct cuda_be *c, uint32_t n_max, const struct tf_cu_exl3_ws **ws);

@@ -146,9 +146,13 @@ static tf_status experts_get(struct cuda_be *c, const struct tf_exl3_layer *ex, 
 			*out = d;
 			return TF_OK;
 		}
+		if (c->g.mode != CUDA_EAGER)
+			goto recording;
 		cuda_mem_free(c, d->mem);
 		free(d->host);
 		d->host = NULL;
+	} else if (c->g.mode != CUDA_EAGER) {
+		goto recording;
 	} else if (!(d = calloc(1, sizeof *d))) {
 		return tf_err(TF_ERR_NOMEM, "exl3_matmul_experts: out of memory");
 	}
@@ -166,6 +170,9 @@ static tf_status experts_get(struct cuda_be *c, const struct tf_exl3_layer *ex, 
 	}
 	*out = d;
 	return TF_OK;
+recording: /* the image is lasting state: made by the eager run that follows */
+	return tf_err(TF_ERR_UNSUPPORTED, "exl3_matmul_experts: the experts' image is made inside "
+		      "a graphed call");
 }
 
 void cuda_exl3_release(struct cuda_be *c)
@@ -289,8 +296,8 @@ tf_status cuda_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
 	    !(st = y_target(be, y, d.bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
 	    !(st = matmul_rows(be, &d.L, xb, R, yt, yt_bf16)) && d.bias)
 		st = bias_rows(be, yt, y, d.bias, R, N);
+	cuda_scratch_release(be, ytmp); /* in reverse: cuda_scratch's rule */
 	cuda_scratch_release(be, xtmp);
-	cuda_scratch_release(be, ytmp);
 	if (st)
 		return tf_err_wrap(st, "exl3_matmul %lldx%lldx%lld: ", (long long)R, (long long)K,
 				   (long long)N);
@@ -408,10 +415,10 @@ tf_status cuda_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer 
 	    !(st = y_target(be, y, d->bias != 0, R, N, &yt, &yt_bf16, &ytmp)) &&
 	    !(st = experts_run(be, &d->E, tasks, ntasks, rows_max, xrow, xb, yt, yt_bf16)) && d->bias)
 		st = bias_experts(be, yt, y, d->bias, expert_ids, offsets, n_experts, R, N);
-	cuda_scratch_release(be, tasks);
-	cuda_scratch_release(be, xrow);
+	cuda_scratch_release(be, ytmp); /* in reverse: cuda_scratch's rule */
 	cuda_scratch_release(be, xtmp);
-	cuda_scratch_release(be, ytmp);
+	cuda_scratch_release(be, xrow);
+	cuda_scratch_release(be, tasks);
 	if (st)
 		return tf_err_wrap(st, "exl3_matmul_experts %lld rows, %lld groups: ", (long long)R,
 				   (long long)G);

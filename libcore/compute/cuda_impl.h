@@ -30,6 +30,10 @@ static inline tf_cu_ptr cuda_ptr(const struct tf_tensor *t)
 /* The backend's stream and SM count. */
 tf_cu_stream cuda_stream(struct tf_be *be);
 int cuda_sms(struct tf_be *be);
+/* True inside a graphed call's dry or captured pass (cuda_graph.c): an op
+ * that must wait for the device or change the backend's lasting state
+ * refuses then (TF_ERR_UNSUPPORTED), and the call runs eagerly instead. */
+int cuda_recording(struct tf_be *be);
 
 /* A kernel looked up by its extern "C" name once per module load. */
 struct cuda_fn {
@@ -46,7 +50,9 @@ tf_status cuda_launch(struct tf_be *be, struct cuda_fn *fn, unsigned gx, unsigne
 /* Scratch device memory of n bytes for an op's own use, from the
  * backend's arena. Work queued on the one stream is ordered, so scratch
  * released right after the op's launches are queued may be handed to the
- * next op. */
+ * next op. Release in the reverse order of allocation: the arena's free
+ * lists then come back as they were, so the same work gets the same
+ * addresses again (a graphed call's replays depend on it: cuda_graph.c). */
 tf_status cuda_scratch(struct tf_be *be, size_t n, tf_cu_ptr *p);
 void cuda_scratch_release(struct tf_be *be, tf_cu_ptr p);
 

@@ -160,6 +160,8 @@ tf_status cuda_sample(struct tf_be *be, const struct tf_tensor *logits,
 	int64_t R, V;
 	if ((st = tf_args_sample(logits, &R, &V)))
 		return st;
+	if (cuda_recording(be)) /* its tokens wait for the device */
+		return tf_err(TF_ERR_UNSUPPORTED, "sample: inside a graphed call");
 	if (R == 0)
 		return TF_OK;
 	struct tf_sampler *s = NULL;

@@ -740,6 +740,61 @@ static tf_status call_out(struct tf_fwd *f, const struct tf_tensor *lg, float *l
 	return st;
 }
 
+/* The pool rows this call's compressors will write, made private now (a
+ * shared page is copied by tf_kv_pool_row with put): the copy is backend
+ * work and host state that must not happen inside the call's work, which
+ * a device backend may run more than once (ops->graph). */
+static tf_status own_pool_rows(struct tf_fwd *f)
+{
+	const struct tf_config *c = f->c;
+	for (uint32_t s = 0; s < c->n_kv_sources; s++) {
+		int64_t r = tf_config_ratio(c, c->kv_sources[s]);
+		for (int i = 0; i < f->R && r > 0; i++) {
+			int32_t row;
+			tf_status st = (f->pos[i] + 1) % r ? TF_OK
+				       : tf_kv_pool_row(f->kv, f->seq[i], (int)s, f->pos[i] / r, 1, &row);
+			if (st)
+				return st;
+		}
+	}
+	return TF_OK;
+}
+
+/* The call's work for ops->graph: its backend state and blocks, queued;
+ * undo releases every scratch tensor. */
+struct call_work {
+	struct tf_fwd *f;
+	struct tf_tensor *lg;
+};
+
+static tf_status work_run(void *arg)
+{
+	struct call_work *w = arg;
+	w->f->have_cand = 0;
+	w->lg = NULL;
+	tf_status st = call_state(w->f, &w->lg);
+	return st ? st : run_blocks(w->f, w->lg);
+}
+
+static void work_undo(void *arg)
+{
+	struct tf_fwd *f = ((struct call_work *)arg)->f;
+	fwd_release(f, 0);
+	f->sel = f->n_sel = f->cand = f->pos32 = f->tapt = NULL;
+	f->have_cand = 0;
+}
+
+/* The key of a call's shape for ops->graph, or NULL to run it eagerly:
+ * decode calls only (one row a sequence, no draft pass, no hidden rows);
+ * the backend tells calls of one key apart by their work. */
+static const char *work_key(const struct tf_fwd *f, char *buf, size_t n)
+{
+	if (f->draft || f->hidden || f->nsegs != f->R)
+		return NULL;
+	snprintf(buf, n, "fwd.decode.R%d%s", f->R, f->taps ? ".taps" : "");
+	return buf;
+}
+
 /* One pass: a target call (its positions reserved and committed) or a
  * draft pass (nothing written). */
 static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
@@ -768,19 +823,23 @@ static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int
 		maxpos = pos[i] + 1 > maxpos ? pos[i] + 1 : maxpos;
 	f->cand_nblk = (maxpos + c->candidate_block_size - 1) / c->candidate_block_size + 1;
 	f->segs = calloc((size_t)R, sizeof *f->segs);
-	struct tf_tensor *lg = NULL;
+	struct call_work cw = {f, NULL};
+	char key[64];
 	tf_status st;
 	if (!f->segs)
 		st = fwd_nomem();
-	else if (!(st = segments(f)) && (draft || !(st = reserve(f))) &&
-		 !(st = call_state(f, &lg)) && !(st = run_blocks(f, lg)) &&
-		 !(st = call_out(f, lg, logits)) &&
-		 !(taps && (st = be->ops->download(be, f->tapt, taps))) && !draft)
+	else if ((st = segments(f)) || (!draft && ((st = reserve(f)) || (st = own_pool_rows(f)))))
+		;
+	else {
+		struct tf_be_work w = {work_key(f, key, sizeof key), work_run, work_undo, &cw};
+		st = be->ops->graph && w.key ? be->ops->graph(be, &w) : work_run(&cw);
+	}
+	if (!st && !(st = call_out(f, cw.lg, logits)) &&
+	    !(taps && (st = be->ops->download(be, f->tapt, taps))) && !draft)
 		for (int s = 0; s < f->nsegs && !st; s++)
 			st = tf_kv_commit(f->kv, f->segs[s].seq, f->segs[s].pos0 + f->segs[s].n);
-	fwd_release(f, 0);
+	work_undo(&cw);
 	free(f->segs);
 	f->segs = NULL;
-	f->sel = f->n_sel = f->cand = f->pos32 = f->tapt = NULL;
 	return st;
 }

@@ -97,7 +97,10 @@ tf_status tf_fwd_lin(struct tf_be *be, const struct tf_lin *l, const struct tf_t
  * n_cols * engram_head_dim values of the hash columns [c0, c0+n_cols) the
  * rank owns (tf_engram_rank_cols; all of them at world 1; stride >= width,
  * the rest left as it is), and blocked[R] (1: gate 0). The provider knows
- * each sequence's earlier tokens. The forward uploads them. */
+ * each sequence's earlier tokens. The forward uploads them. It may be
+ * called more than once for one call with the same arguments (a device
+ * backend records a decode step before it runs it: ops->graph) and must
+ * give the same rows each time. */
 typedef tf_status (*tf_engram_rows_fn)(void *ctx, uint32_t layer, int R, const int32_t *ids,
 				       const int64_t *pos, const int *seq, int64_t width,
 				       int64_t stride, uint16_t *rows, uint8_t *blocked);
@@ -138,7 +141,12 @@ void tf_fwd_set_phases(struct tf_fwd *f, struct tf_phases *p);
 /* Run R rows (one call at a time per forward; the backend's threads work
  * inside): ids, positions and sequence slots per row; logits [R, vocab]
  * f32 out (host memory). Reserves the sequences' pages and commits their
- * new lengths. TF_ERR_ARG when rows do not continue their sequences. */
+ * new lengths. TF_ERR_ARG when rows do not continue their sequences.
+ * A decode call (one row a sequence, R sequences) is handed to the
+ * backend's graph op under the key "fwd.decode.R<R>" (".taps" added with
+ * taps): on CUDA it replays a captured graph of the same work (ops.h,
+ * cuda_graph.c), with the same logits bit for bit. Other calls run their
+ * ops directly. */
 tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 		     const int *seq, float *logits);
 /* The same, also writing the DSpark taps when taps is not NULL (spec §13):

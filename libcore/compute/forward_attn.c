@@ -238,8 +238,14 @@ static tf_status attend(struct tf_fwd *f, uint32_t L, const struct segment *s,
 		    (st = be->ops->cache_read(be, &kvs->pool_row, &kvs->pool[src], phys, &pool_part)))
 			goto out;
 	}
+	/* Once a segment's first row sees a full window (pos0 >= win - 1), its
+	 * key lists no longer depend on pos0: every row's window is win rows
+	 * at table rows nJ + i .. nJ + i + win - 1. Passing win - 1 then makes
+	 * the same keys and the same kernel arguments at every decode step,
+	 * so a step's work repeats (ops->graph). */
+	int64_t p0 = s->pos0 < win - 1 ? s->pos0 : win - 1;
 	if ((st = fwd_cache_get(f, &kvs->win, &kvs->ring, wrows, nwin, &win_part)) ||
-	    (st = be->ops->attn_keys(be, pooled ? &sel : NULL, &ns, direct, s->pos0, (int)win, nJ,
+	    (st = be->ops->attn_keys(be, pooled ? &sel : NULL, &ns, direct, p0, (int)win, nJ,
 				     off, idx)))
 		goto out;
 	struct tf_tensor q_s = tf_tensor_rows_of(q, s->row0, s->n), o_s = tf_tensor_rows_of(out, s->row0, s->n);

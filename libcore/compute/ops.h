@@ -99,6 +99,19 @@ struct tf_exl3_layer;
 
 struct tf_be;
 
+/* One call's work for ops->graph. run queues it: ops only (no download,
+ * sync or sample), the same op calls for the same host inputs each time it
+ * runs (host state it reads must not change between runs). undo releases
+ * what run allocated, after any run that succeeded or not. key names the
+ * call's shape (rows, sequences, modes): calls of one key may still differ,
+ * the backend tells them apart. */
+struct tf_be_work {
+	const char *key;
+	tf_status (*run)(void *arg);
+	void (*undo)(void *arg);
+	void *arg;
+};
+
 struct tf_ops {
 	const char *name; /* "cpu", "cuda" */
 	int device;       /* 1: tensors hold device addresses (never dereference
@@ -331,6 +344,16 @@ struct tf_ops {
 			    const struct tf_sample_params *params, const int64_t *positions,
 			    int32_t *tokens);
 
+	/* Queue w's work once: as a replayed CUDA graph when the backend has
+	 * one for exactly this work, else captured into one, else eagerly
+	 * (cuda_graph.c has the rules; $TF_CUDA_GRAPHS=0 is always eager). w
+	 * may run more than once (w->undo in between); on return the
+	 * allocations of one run are live, whatever the status, and the
+	 * caller downloads its results, then calls w->undo. The results are
+	 * those of one eager run, bit for bit. NULL (the CPU): the caller
+	 * calls w->run itself. */
+	tf_status (*graph)(struct tf_be *be, const struct tf_be_work *w);
+
 	/* Release the backend (its own state, not tensors still held). */
 	void (*free)(struct tf_be *be);
 };
@@ -356,6 +379,32 @@ tf_status tf_cuda_be_new(int device, struct tf_be **out);
 tf_status tf_cuda_be_memory(struct tf_be *be, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Make be's context current on the calling thread (a no-op for the CPU). */
 tf_status tf_cuda_be_use(struct tf_be *be);
+
+/* What a CUDA backend queued on its stream since it was made: every item
+ * of work once per call that ran it, eagerly or inside a graph (a replayed
+ * graph's items are those its dry pass recorded), and what became of the
+ * calls given to ops->graph. Kernels per decode step = the difference of
+ * kernels over a number of steps, divided by it. */
+struct tf_be_counters {
+	uint64_t kernels;        /* kernel launches */
+	uint64_t blas;           /* cuBLAS calls (their own kernels not counted) */
+	uint64_t copies;         /* memcpy nodes or calls, either way */
+	uint64_t memsets;
+	uint64_t graph_launches; /* graphs launched: graph_hits + graph_captures */
+	uint64_t graph_hits;     /* graphed calls replayed from the cache */
+	uint64_t graph_captures; /* graphed calls captured, stored and launched */
+	uint64_t graph_eager;    /* graphed calls that ran eagerly instead (off,
+				  * refused by the dry pass, declined, no room,
+				  * skipped after misses) */
+	uint64_t graph_declined; /* captures that did not match their dry pass */
+	uint64_t graph_cached;   /* graphs held now */
+};
+/* be's counters. TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
+tf_status tf_cuda_be_counters(struct tf_be *be, struct tf_be_counters *out);
+/* Turn graphed calls on or off for be (on: unless $TF_CUDA_GRAPHS is "0"
+ * or the driver cannot fingerprint kernels; off drops every graph).
+ * TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
+tf_status tf_cuda_be_set_graphs(struct tf_be *be, int on);
 /* Release a backend (NULL is a no-op). */
 void tf_be_free(struct tf_be *be);
 

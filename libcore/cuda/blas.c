@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "cuda/rec.h"
 
 /* cuBLAS enum values (cublas_api.h, library_types.h of CUDA 13). */
 enum {
@@ -111,6 +112,11 @@ const char *tf_cu_blas_path(const struct tf_cu_blas *b)
 static tf_status linear(struct tf_cu_blas *b, tf_cu_ptr x, tf_cu_ptr w, tf_cu_ptr y, int rows, int k,
                         int n, int in_type, int y_type, tf_cu_stream s)
 {
+	/* what the call bakes into a graph (rec.h): the handle, shapes, types, addresses */
+	const uint64_t args[9] = {(uint64_t)(uintptr_t)b->handle, x, w, y, (uint64_t)rows,
+	                          (uint64_t)k, (uint64_t)n, (uint64_t)in_type, (uint64_t)y_type};
+	if (tf_cu_rec_blas(s, args, sizeof args))
+		return TF_OK; /* recorded */
 	int rc = b->set_stream(b->handle, s);
 	if (rc)
 		return blas_err(b, rc, "cublasSetStream");

@@ -84,6 +84,7 @@ static const struct sym syms[] = {
 	OPT(LaunchKernelEx, "cuLaunchKernelEx"),
 	OPT(OccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters"),
 	OPT(EventQuery, "cuEventQuery"),
+	OPT(FuncGetParamInfo, "cuFuncGetParamInfo"),
 };
 
 /* Our own names and texts, for a driver that cannot answer (missing, or

@@ -102,6 +102,7 @@ enum {
 	TF_CU_EVENT_DISABLE_TIMING = 2,
 	TF_CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
 	TF_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+	TF_CU_STREAM_CAPTURE_MODE_RELAXED = 2,
 	TF_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
 	TF_CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
 	TF_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
@@ -225,6 +226,9 @@ struct tf_cu_api {
 	                                  const struct tf_cu_launch_config *c); /* cuOccupancyMaxActiveClusters (11.8+) */
 	int (*EventQuery)(tf_cu_event e);                              /* cuEventQuery (every driver has
 	                                                                * it; optional for the tests' fake) */
+	int (*FuncGetParamInfo)(tf_cu_func f, size_t i, size_t *off,
+	                        size_t *size);                         /* cuFuncGetParamInfo (12.4+): a
+	                                                                * kernel parameter's offset and size */
 };
 
 /* A loaded driver. */

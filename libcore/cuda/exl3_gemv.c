@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuda/module.h"
+#include "cuda/rec.h"
 
 /* The kernel's argument block, field for field (kernels/exl3_gemv.cu). */
 struct gemv_args {
@@ -259,8 +260,13 @@ static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, uns
 			.gx = gx, .gy = gy, .gz = gz, .bx = threads, .by = 1, .bz = 1,
 			.shmem = shmem, .s = s, .attrs = attr, .nattrs = n,
 		};
+		if (tf_cu_rec_kernel(s, f, gx, gy, gz, threads, 1, 1, shmem, params, attr,
+		                     n * sizeof attr[0]))
+			return TF_OK; /* recorded (rec.h) */
 		return TF_CU(tf_cu->LaunchKernelEx(&c, f, params, NULL));
 	}
+	if (tf_cu_rec_kernel(s, f, gx, gy, gz, threads, 1, 1, shmem, params, NULL, 0))
+		return TF_OK;
 	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, gz, threads, 1, 1, shmem, s, params, NULL));
 }
 

@@ -175,13 +175,26 @@ tf_status tf_graph_run(struct tf_graph_cache *c, const char *key, uint64_t finge
 	void *exec = NULL;
 	char *kcopy = NULL;
 	tf_status cst = c->be.capture(c->be.ctx, stream, body, arg, &exec);
-	if (cst)
+	if (cst == TF_ERR_MISMATCH)
+		tf_log(TF_LOG_DEBUG, "graph cache: capture of '%s' declined: %s", key, tf_errmsg(cst));
+	else if (cst)
 		tf_log(TF_LOG_INFO, "graph cache: capture of '%s' failed: %s", key, tf_errmsg(cst));
 	if (!cst && !(kcopy = tf_strdup(key)))
 		cst = TF_ERR_NOMEM;
 	bool ok = cst == TF_OK;
 	if ((st = vote(c, ok, &all)))
 		goto fail;
+	bool none_failed = false;
+	if (!all && (st = vote(c, ok || cst == TF_ERR_MISMATCH, &none_failed)))
+		goto fail;
+	if (!all && none_failed) {
+		/* Declined on some rank, failed on none: nothing stored anywhere,
+		 * eager this time, graphs stay on. */
+		c->be.destroy(c->be.ctx, exec), exec = NULL;
+		free(kcopy);
+		c->st.declined++;
+		return eager(c, stream, body, arg);
+	}
 	if (!all) {
 		/* Some rank could not capture or store: everyone stops using
 		 * graphs, the same way, and runs eagerly from now on. */

@@ -18,8 +18,12 @@
  *     while more than min_keep remain, then run eagerly.
  *   - Room everywhere: evict least recently used graphs until fewer than
  *     max remain, capture, and vote again on "captured and stored". If any
- *     rank says no, every rank frees its executable (none leaks), drops all
- *     its graphs and turns eager for good; the body then runs eagerly.
+ *     rank says no, every rank frees its executable (none leaks); then a
+ *     third vote: when every "no" was a decline (the backend's capture
+ *     returned TF_ERR_MISMATCH: what it captured is not what the key
+ *     names), the body runs eagerly this time and graphs stay on (counted
+ *     in declined); else every rank drops all its graphs and turns eager
+ *     for good, and the body runs eagerly.
  * - min_keep is clamped to [0, max]; max to [0, 4096].
  * The agree hook is the vote (logical AND over ranks); NULL means one rank.
  *
@@ -44,7 +48,8 @@ typedef tf_status (*tf_graph_agree_fn)(void *ctx, bool mine, bool *all);
 struct tf_graph_backend {
 	void *ctx;
 	/* Capture body's work on stream into an executable (instantiated and
-	 * uploaded; the work does not run). On error nothing is left over. */
+	 * uploaded; the work does not run). On error nothing is left over;
+	 * TF_ERR_MISMATCH declines the capture without failing (above). */
 	tf_status (*capture)(void *ctx, void *stream, tf_graph_body_fn body, void *arg, void **exec);
 	tf_status (*launch)(void *ctx, void *exec, void *stream);
 	void (*destroy)(void *ctx, void *exec);
@@ -70,6 +75,7 @@ struct tf_graph_stats {
 	uint64_t evicted;  /* by LRU or shedding */
 	uint64_t dropped;  /* by fingerprint changes or failure */
 	uint64_t shed_rounds;
+	uint64_t declined; /* captures some rank declined (TF_ERR_MISMATCH) */
 	size_t count;      /* graphs held now */
 	int max, min_keep; /* after clamping */
 	bool failed;

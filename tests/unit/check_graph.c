@@ -15,6 +15,7 @@ struct fake {
 	int captures, launches, destroys;
 	bool room;
 	bool fail_capture;
+	bool decline;  /* capture returns TF_ERR_MISMATCH */
 };
 
 struct exec {
@@ -30,6 +31,8 @@ static tf_status fake_capture(void *ctx, void *stream, tf_graph_body_fn body, vo
 	(void)stream;
 	if (f->fail_capture)
 		return tf_err(TF_ERR_INTERNAL, "fake capture failure");
+	if (f->decline)
+		return tf_err(TF_ERR_MISMATCH, "fake capture declined");
 	tf_status st = body(arg, &capturing);
 	if (st)
 		return st;
@@ -77,6 +80,7 @@ static tf_status body(void *arg, void *stream)
 struct voter {
 	int calls;
 	int no_on;      /* 1-based call that answers false; 0: never */
+	int no_also;    /* another such call */
 	int error_on;   /* 1-based call that fails */
 };
 
@@ -86,7 +90,7 @@ static tf_status vote(void *ctx, bool mine, bool *all)
 	v->calls++;
 	if (v->calls == v->error_on)
 		return tf_err(TF_ERR_TIMEOUT, "peer gone");
-	*all = mine && v->calls != v->no_on;
+	*all = mine && v->calls != v->no_on && v->calls != v->no_also;
 	return TF_OK;
 }
 
@@ -306,7 +310,7 @@ END_TEST
 START_TEST(peer_capture_failure_frees_exec)
 {
 	struct fake f = {.room = true};
-	struct voter v = {.no_on = 2}; /* the first miss's capture vote */
+	struct voter v = {.no_on = 2, .no_also = 3}; /* the first miss's capture votes: a peer failed */
 	struct tf_graph_cache *c = new_cache(&f, &v, 4, 1, false);
 	int ran = 0;
 	run(c, "a", 1, &ran);
@@ -318,6 +322,43 @@ START_TEST(peer_capture_failure_frees_exec)
 	ck_assert(s.failed);
 	ck_assert_uint_eq(s.eager, 1);
 	tf_graph_cache_free(c);
+}
+END_TEST
+
+/* A declined capture (here or on a peer) runs eagerly once, stores
+ * nothing and leaves graphs on; a real failure elsewhere still ends them. */
+START_TEST(declined_capture_stays_on)
+{
+	struct fake f = {.room = true, .decline = true};
+	struct voter v = {0};
+	struct tf_graph_cache *c = new_cache(&f, &v, 4, 1, false);
+	int ran = 0;
+	run(c, "a", 1, &ran); /* declined here: three votes, eager */
+	struct tf_graph_stats s;
+	tf_graph_stats(c, &s);
+	ck_assert(!s.failed);
+	ck_assert_uint_eq(s.declined, 1);
+	ck_assert_uint_eq(s.eager, 1);
+	ck_assert_uint_eq(s.count, 0);
+	ck_assert_int_eq(v.calls, 3);
+	f.decline = false;
+	run(c, "a", 1, &ran); /* captured and launched now */
+	run(c, "a", 1, &ran); /* a hit */
+	tf_graph_stats(c, &s);
+	ck_assert_uint_eq(s.captures, 1);
+	ck_assert_uint_eq(s.hits, 1);
+	ck_assert_int_eq(f.live, 1);
+	/* a peer declines "b" (says no on the capture vote, yes on the
+	 * failure vote): nothing stored, still on */
+	v.no_on = v.calls + 2;
+	run(c, "b", 1, &ran);
+	tf_graph_stats(c, &s);
+	ck_assert(!s.failed);
+	ck_assert_uint_eq(s.declined, 2);
+	ck_assert_uint_eq(s.count, 1);
+	ck_assert_int_eq(f.live, 1); /* b's executable was freed */
+	tf_graph_cache_free(c);
+	ck_assert_int_eq(f.live, 0);
 }
 END_TEST
 
@@ -433,6 +474,7 @@ Suite *suite_graph(void)
 	tcase_add_test(tc, floor_hold_keeps);
 	tcase_add_test(tc, local_capture_failure);
 	tcase_add_test(tc, peer_capture_failure_frees_exec);
+	tcase_add_test(tc, declined_capture_stays_on);
 	tcase_add_test(tc, vote_error_frees_exec);
 	tcase_add_test(tc, ranks_agree);
 	suite_add_tcase(s, tc);
