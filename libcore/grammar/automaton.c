@@ -508,6 +508,11 @@ void tf_grammar_free(struct tf_grammar *g)
 	free(g);
 }
 
+uint32_t tf_grammar_vocab(const struct tf_grammar *g)
+{
+	return g->v->n;
+}
+
 int32_t tf_grammar_start(const struct tf_grammar *g)
 {
 	return 0;

@@ -69,6 +69,8 @@ tf_status tf_grammar_choice(const struct tf_gvocab *v, const char *const *choice
 			    struct tf_grammar **out);
 void tf_grammar_free(struct tf_grammar *g);
 
+/* The size of the vocabulary g was compiled over. */
+uint32_t tf_grammar_vocab(const struct tf_grammar *g);
 /* The start state (0). */
 int32_t tf_grammar_start(const struct tf_grammar *g);
 /* The state after n bytes from state, or -1 when they cannot be part of a
