@@ -21,6 +21,9 @@ struct bench_opts {
 	int64_t port, requests, concurrency, max_tokens, random_words, seed;
 	double rate, temperature, hold, timeout;
 	bool ignore_eos, verify;
+	/* grammar */
+	const char *schemas, *tokenizer;
+	int64_t vocab, steps, walks;
 };
 
 extern struct bench_opts bench;
@@ -38,6 +41,8 @@ struct tf_cu_device;
 double bench_cuda_copy_gbs(const struct tf_cu_device *dev);
 /* tf-bench decode on the CPU (decode.c). */
 int bench_decode(void);
+/* tf-bench grammar: mask costs of constrained output (grammar.c). */
+int bench_grammar(void);
 /* tf-bench serve: a load generator against a running server (serve.c). */
 int bench_serve(void);
 
