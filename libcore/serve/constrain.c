@@ -12,7 +12,15 @@ struct tf_fgrammar {
 	struct tf_gvocab *v;
 	tf_status st; /* a failed build, kept (with its message) */
 	char why[256];
+	bool shared; /* the plain family's: one for the process, never freed */
 };
+
+static struct tf_fgrammar plain = {.mu = PTHREAD_MUTEX_INITIALIZER, .shared = true};
+
+struct tf_fgrammar *tf_fgrammar_plain(void)
+{
+	return &plain;
+}
 
 struct tf_fgrammar *tf_fgrammar_new(void)
 {
@@ -24,7 +32,7 @@ struct tf_fgrammar *tf_fgrammar_new(void)
 
 void tf_fgrammar_free(struct tf_fgrammar *g)
 {
-	if (!g)
+	if (!g || g->shared)
 		return;
 	pthread_mutex_destroy(&g->mu);
 	tf_gvocab_free(g->v);

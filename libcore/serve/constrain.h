@@ -16,6 +16,9 @@ struct tf_fgrammar;
 /* The lazily built vocabulary of a family (NULL when out of memory). */
 struct tf_fgrammar *tf_fgrammar_new(void);
 void tf_fgrammar_free(struct tf_fgrammar *g);
+/* The plain family's, shared by every plain family of the process (its
+ * vocabulary is always the same 256 bytes); tf_fgrammar_free leaves it. */
+struct tf_fgrammar *tf_fgrammar_plain(void);
 
 /* The family's grammar vocabulary, built once (thread safe). Borrowed:
  * valid until the family is released. */

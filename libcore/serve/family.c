@@ -199,9 +199,9 @@ tf_status tf_family_plain(struct tf_family *out)
 		.reader_free = tf_reader_think_free,
 		.text_bytes = plain_bytes,
 		.think_end = -1,
-		.grammar = tf_fgrammar_new(),
+		.grammar = tf_fgrammar_plain(),
 	};
-	return out->grammar ? TF_OK : tf_err(TF_ERR_NOMEM, "out of memory");
+	return TF_OK;
 }
 
 
