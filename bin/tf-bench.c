@@ -90,6 +90,17 @@ static const struct tf_opt opts[] = {
 	 "serve: every reply must equal the first (deterministic replies)", 0, 0, NULL},
 	{"seed", 0, TF_OPT_INT, &bench.seed, "N", NULL, "1", "serve: seed of arrivals and random prompts",
 	 0, INT64_MAX, NULL},
+	{"schemas", 0, TF_OPT_STR, &bench.schemas, "FILE", NULL, NULL,
+	 "grammar: a JSON list of {\"name\", \"schema\"} (tests/data/grammar/schemas.json)", 0, 0, NULL},
+	{"tokenizer", 0, TF_OPT_STR, &bench.tokenizer, "FILE", NULL, NULL,
+	 "grammar: a tokenizer.json whose plain-text tokens are the vocabulary (default: synthetic)",
+	 0, 0, NULL},
+	{"vocab", 0, TF_OPT_INT, &bench.vocab, "N", NULL, "129280",
+	 "grammar: ids of the synthetic vocabulary (byte-level BPE shaped)", 512, 1 << 24, NULL},
+	{"steps", 0, TF_OPT_INT, &bench.steps, "N", NULL, "64", "grammar: tokens drawn per walk", 1,
+	 1 << 20, NULL},
+	{"walks", 0, TF_OPT_INT, &bench.walks, "N", NULL, "4", "grammar: seeded random walks per schema",
+	 1, 1 << 20, NULL},
 	TF_OPT_JSON(&bench.json),
 };
 
@@ -98,10 +109,12 @@ static const struct tf_cli cli = {
 	"       tf-bench kernels --ops [--iters N] [--device N] [--json]\n"
 	"       tf-bench decode --backend cpu --pack DIR|--preset NAME [--world W] [--prepared DIR]\n"
 	"                       [--rows N] [--ctx N] [--draft] [OPTION]...\n"
-	"       tf-bench serve [--port PORT] [--requests N] [--concurrency N] [OPTION]...",
+	"       tf-bench serve [--port PORT] [--requests N] [--concurrency N] [OPTION]...\n"
+	"       tf-bench grammar --schemas FILE [--tokenizer FILE|--vocab N] [--steps N] [--walks N]",
 	"Measure tf's kernels against the machine's copy or read bandwidth (and cuBLAS on the GPU), "
-	"the model's prefill and decode throughput, or load a running server like vllm bench serve.",
-	"kernels|decode|serve", opts, TF_NOPTS(opts),
+	"the model's prefill and decode throughput, load a running server like vllm bench serve, "
+	"or time the token masks of constrained output.",
+	"kernels|decode|serve|grammar", opts, TF_NOPTS(opts),
 };
 
 static int mode_kernels(void)
@@ -113,7 +126,7 @@ static int mode_kernels(void)
 	return strcmp(bench.backend, "cpu") ? bench_kernels_cuda() : bench_kernels_cpu();
 }
 
-enum { M_KERNELS = 1, M_DECODE = 2, M_SERVE = 4 };
+enum { M_KERNELS = 1, M_DECODE = 2, M_SERVE = 4, M_GRAMMAR = 8 };
 
 /* The modes an option's help names at its start ("kernels: ...", "kernels,
  * decode: ...", "kernels: ...; decode: ..."; "cuda:" is the kernels mode on
@@ -124,7 +137,7 @@ static unsigned option_modes(const char *help)
 		const char *word;
 		unsigned modes;
 	} words[] = {{"kernels", M_KERNELS}, {"decode", M_DECODE}, {"serve", M_SERVE},
-		     {"cuda", M_KERNELS}, {"cpu", M_KERNELS | M_DECODE}};
+		     {"grammar", M_GRAMMAR}, {"cuda", M_KERNELS}, {"cpu", M_KERNELS | M_DECODE}};
 	unsigned all = 0;
 	for (const char *seg = help; seg;) {
 		const char *colon = strchr(seg, ':');
@@ -172,13 +185,14 @@ static const struct {
 	{"kernels", M_KERNELS, mode_kernels},
 	{"decode", M_DECODE, bench_decode},
 	{"serve", M_SERVE, bench_serve},
+	{"grammar", M_GRAMMAR, bench_grammar},
 };
 
 int main(int argc, char **argv)
 {
 	int i = tf_cli_parse(&cli, argc, argv);
 	if (i >= argc)
-		tf_usage_error("missing mode (kernels, decode or serve)");
+		tf_usage_error("missing mode (kernels, decode, serve or grammar)");
 	if (i + 1 < argc)
 		tf_usage_error("unexpected argument '%s'", argv[i + 1]);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
@@ -186,5 +200,5 @@ int main(int argc, char **argv)
 			check_modes(modes[m].mode, modes[m].name);
 			return modes[m].run();
 		}
-	tf_usage_error("unknown mode '%s' (kernels, decode or serve)", argv[i]);
+	tf_usage_error("unknown mode '%s' (kernels, decode, serve or grammar)", argv[i]);
 }

@@ -24,6 +24,9 @@ struct bench_opts {
 	int64_t port, requests, concurrency, max_tokens, random_words, seed;
 	double rate, temperature, hold, timeout;
 	bool ignore_eos, verify;
+	/* grammar */
+	const char *schemas, *tokenizer;
+	int64_t vocab, steps, walks;
 };
 
 extern struct bench_opts bench;
@@ -52,6 +55,8 @@ struct bench_floor {
 tf_status bench_floor_init(const char *pack_dir, const struct tf_config *c, struct bench_floor *f);
 /* Bytes a step of B rows at context ctx must read. */
 double bench_floor_bytes(const struct bench_floor *f, int B, int64_t ctx);
+/* tf-bench grammar: mask costs of constrained output (grammar.c). */
+int bench_grammar(void);
 /* tf-bench serve: a load generator against a running server (serve.c). */
 int bench_serve(void);
 

@@ -16,6 +16,8 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "engine/constrain.h"
+#include "grammar/grammar.h"
 #include "engine/planner.h"
 
 struct tf_engine_job {
@@ -116,6 +118,7 @@ static void job_unref(struct tf_engine_job *j)
 	free(j->made);
 	free(j->lps);
 	free(j->lpbuf);
+	tf_grammar_free(j->params.grammar);
 	free(j);
 }
 
@@ -612,7 +615,15 @@ tf_status tf_engine_submit(struct tf_engine *e, const int32_t *prompt, size_t n,
 	j->lane.nprompt = (uint32_t)n;
 	j->lane.last = -1;
 	j->lane.params = &j->params;
+	tf_lane_constrain_init(&j->lane);
 	j->t_submit = now_s();
+	if (p->grammar && !e->be.constrains) {
+		char why[128];
+		snprintf(why, sizeof(why), "the %s engine cannot constrain output", e->be.name);
+		job_finish_unref(j, TF_ENGINE_FAILED, TF_ERR_UNSUPPORTED, why, false);
+		*out = j;
+		return TF_OK;
+	}
 	pthread_mutex_lock(&e->mu);
 	j->lane.id = ++e->next_id;
 	if (e->halting) {

@@ -37,6 +37,16 @@ struct tf_engine_params {
 	int32_t top_k;       /* 0: all */
 	bool logprobs;       /* deliver each token's log-probability */
 	uint8_t top_logprobs;/* and this many most likely tokens (<= TF_ENGINE_TOP_MAX) */
+	/* Constrained output (grammar/grammar.h), or NULL: only tokens the
+	 * grammar allows are drawn, and end-of-sequence only where the output
+	 * is whole (it is the only choice once nothing can follow). Handed to
+	 * the engine by a successful tf_engine_submit (freed with the job);
+	 * the caller keeps it on a failure. The backend must constrain
+	 * (tf_engine_backend.constrains), else the job fails at once. */
+	struct tf_grammar *grammar;
+	/* -1: the constraint starts at the first token; else at the token
+	 * after this id (reasoning runs free until its end marker). */
+	int32_t grammar_after;
 };
 
 /* A delivered token's log-probability under the row's own softmax (no
@@ -63,6 +73,7 @@ struct tf_lane {
 	uint64_t served;                  /* the round that last ran a piece of it */
 	const struct tf_engine_params *params;
 	void *state;                      /* the backend's */
+	int32_t gstate;                   /* the grammar's state (constrain.h) */
 };
 
 /* A prompt piece: ids [start, end) of lane's prompt go into the cache. When
@@ -125,6 +136,8 @@ struct tf_engine_backend {
 	void (*free)(void *ctx);
 	/* Optional: the backend's prompt cache counters (called after rounds). */
 	void (*cache_stats)(void *ctx, struct tf_engine_cache_stats *out);
+	/* The backend applies params.grammar (engine/constrain.h) to each draw. */
+	bool constrains;
 };
 
 struct tf_planner;

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "compute/kv.h"
 #include "compute/sample.h"
+#include "engine/constrain.h"
 #include "engine/prefix.h"
 
 struct cpu {
@@ -18,6 +19,7 @@ struct cpu {
 	struct tf_prefix *prefix; /* the prompt cache's index, or NULL */
 	uint32_t vocab;
 	uint32_t *undrawable, nundrawable; /* ids never drawn */
+	int32_t eos;
 	/* per-round scratch, grown as needed */
 	size_t cap;
 	int32_t *ids;
@@ -151,15 +153,22 @@ static void make_room(struct cpu *c, const struct tf_engine_round *r)
 }
 
 /* The token a row's logits give, drawn at the position it will occupy;
- * ids that are never drawn leave the row first. */
-static int32_t draw(struct cpu *c, float *logits, const struct tf_lane *lane, uint64_t position)
+ * ids that are never drawn, and those the lane's grammar does not allow,
+ * leave the row first. A row no token may continue fails. */
+static tf_status draw(struct cpu *c, float *logits, struct tf_lane *lane, uint64_t position,
+		      int32_t *token)
 {
 	for (uint32_t i = 0; i < c->nundrawable; i++)
 		logits[c->undrawable[i]] = -INFINITY;
+	tf_status st = tf_lane_constrain(lane, logits, c->vocab, c->eos);
+	if (st)
+		return st;
 	const struct tf_engine_params *p = lane->params;
 	struct tf_sample_params sp = {p->seed, p->temperature, p->top_k > 0 ? (uint32_t)p->top_k : 0,
 				      p->top_p, p->min_p};
-	return tf_sample_row(c->sampler, logits, c->vocab, position, &sp);
+	*token = tf_sample_row(c->sampler, logits, c->vocab, position, &sp);
+	tf_lane_constrain_step(lane, *token);
+	return TF_OK;
 }
 
 /* The log-probabilities of token under the row's own softmax. */
@@ -210,7 +219,8 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 				save(c, pc->lane, pc->end);
 		if (pc->end == pc->lane->nprompt) {
 			float *lg = c->logits + (at - 1) * c->vocab;
-			pc->tokens[0] = draw(c, lg, pc->lane, pc->end);
+			if ((pc->st = draw(c, lg, pc->lane, pc->end, &pc->tokens[0])))
+				continue;
 			pc->ntokens = 1;
 			if (pc->lp)
 				logprobs(c, lg, pc->lane, pc->tokens[0], &pc->lp[0]);
@@ -219,7 +229,8 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 	for (size_t i = 0; i < r->nrows; i++, at++) {
 		struct tf_engine_row *row = &r->rows[i];
 		float *lg = c->logits + at * c->vocab;
-		row->tokens[0] = draw(c, lg, row->lane, (uint64_t)c->pos[at] + 1);
+		if ((row->st = draw(c, lg, row->lane, (uint64_t)c->pos[at] + 1, &row->tokens[0])))
+			continue;
 		row->ntokens = 1;
 		if (row->lp)
 			logprobs(c, lg, row->lane, row->tokens[0], &row->lp[0]);
@@ -279,6 +290,7 @@ tf_status tf_engine_model_new(struct tf_model *model, int32_t eos, const struct 
 		return tf_err(TF_ERR_NOMEM, "out of memory");
 	}
 	c->model = model;
+	c->eos = eos;
 	c->vocab = tf_model_config(model)->vocab;
 	tf_status st = tf_sampler_new(c->vocab, &c->sampler);
 	if (!st && o && o->drawable)
@@ -291,6 +303,6 @@ tf_status tf_engine_model_new(struct tf_model *model, int32_t eos, const struct 
 		cpu_free(c);
 		return st;
 	}
-	*out = (struct tf_engine_backend){"cpu", c, eos, begin, forward, end, cpu_free, cache_stats};
+	*out = (struct tf_engine_backend){"cpu", c, eos, begin, forward, end, cpu_free, cache_stats, true};
 	return TF_OK;
 }

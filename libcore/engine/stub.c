@@ -241,6 +241,6 @@ tf_status tf_stub_new(const struct tf_stub_config *c, struct tf_engine_backend *
 	if (s->c.wait_ms <= 0)
 		s->c.wait_ms = 800;
 	*out = (struct tf_engine_backend){"stub", s, c->text.eos, stub_begin, stub_forward,
-					  stub_end, stub_free, NULL};
+					  stub_end, stub_free, NULL, false};
 	return TF_OK;
 }

@@ -1,5 +1,6 @@
 /* family.c: the plain family, the </think> reader and UTF-8 helpers. */
 #include "serve/family.h"
+#include "serve/constrain.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,20 @@ static tf_status plain_decode(void *ctx, const int32_t *ids, size_t n, struct tf
 	return TF_OK;
 }
 
+static const uint8_t *plain_bytes(void *ctx, uint32_t id, size_t *len)
+{
+	static const uint8_t bytes[256] = {
+#define B4(n) n, n + 1, n + 2, n + 3
+#define B16(n) B4(n), B4(n + 4), B4(n + 8), B4(n + 12)
+		B16(0), B16(16), B16(32), B16(48), B16(64), B16(80), B16(96), B16(112),
+		B16(128), B16(144), B16(160), B16(176), B16(192), B16(208), B16(224), B16(240),
+#undef B16
+#undef B4
+	};
+	*len = 1;
+	return id < 256 ? &bytes[id] : NULL;
+}
+
 static tf_status plain_reader_new(void *ctx, bool thinking, const json_t *tools,
 				  struct tf_reader **out)
 {
@@ -182,6 +197,9 @@ tf_status tf_family_plain(struct tf_family *out)
 		.reader_new = plain_reader_new,
 		.reader_feed = tf_reader_think_feed,
 		.reader_free = tf_reader_think_free,
+		.text_bytes = plain_bytes,
+		.think_end = -1,
+		.grammar = tf_fgrammar_plain(),
 	};
 	return TF_OK;
 }
@@ -211,6 +229,8 @@ tf_status tf_family_drawable(const struct tf_family *f, uint32_t n, uint8_t **ou
 
 void tf_family_release(struct tf_family *f)
 {
+	if (f)
+		tf_fgrammar_free(f->grammar);
 	if (f && f->free)
 		f->free(f->ctx);
 	if (f)

@@ -70,6 +70,12 @@ struct tf_family {
 				 tf_delta_fn fn, void *fctx);
 	void (*reader_free)(struct tf_reader *r);
 	void (*free)(void *ctx);
+	/* Optional (NULL: no constrained output): the bytes of id when it
+	 * stands for plain text, NULL for special and added tokens and unknown
+	 * ids; what a grammar may draw (serve/constrain.h). Thread safe. */
+	const uint8_t *(*text_bytes)(void *ctx, uint32_t id, size_t *len);
+	int32_t think_end;    /* the id that ends reasoning, or -1 (none is one token) */
+	struct tf_fgrammar *grammar; /* the grammar vocabulary, built on first use */
 };
 
 /* The plain family (byte ids 0-255, 256 begin, 257 end). */

@@ -10,6 +10,7 @@
 #include "text/chat.h"
 #include "text/dsml.h"
 #include "text/tokenizer.h"
+#include "serve/constrain.h"
 
 struct dsv41 {
 	struct tf_tok *tok;
@@ -62,6 +63,14 @@ static tf_status decode(void *ctx, const int32_t *ids, size_t n, struct tf_buf *
 			return tf_err(TF_ERR_NOMEM, "decode: out of memory");
 	}
 	return TF_OK;
+}
+
+static const uint8_t *text_bytes(void *ctx, uint32_t id, size_t *len)
+{
+	struct dsv41 *f = ctx;
+	if (tf_tok_added_flags(f->tok, id) >= 0)
+		return NULL;
+	return tf_tok_bytes(f->tok, id, len);
 }
 
 static tf_status reader_new(void *ctx, bool thinking, const json_t *tools, struct tf_reader **out)
@@ -162,6 +171,13 @@ tf_status tf_family_dsv41(const char *pack_dir, struct tf_family *out)
 		.reader_feed = reader_feed,
 		.reader_free = reader_free,
 		.free = family_free,
+		.text_bytes = text_bytes,
+		.think_end = (int32_t)tf_tok_id_of(f->tok, TF_CHAT_THINK_END),
+		.grammar = tf_fgrammar_new(),
 	};
+	if (!out->grammar) {
+		tf_family_release(out);
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	}
 	return TF_OK;
 }

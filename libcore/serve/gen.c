@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/digest.h"
 #include "base/hmap.h"
+#include "serve/constrain.h"
 #include "serve/logprobs.h"
 #include "serve/metrics.h"
 
@@ -827,7 +828,31 @@ static struct tf_engine_params engine_params(const struct tf_gen *g, const int32
 		.seed = q->has_seed ? q->seed : default_seed(ids, n, env->seed_salt),
 		.logprobs = q->logprobs && q->api != TF_API_MESSAGES,
 		.top_logprobs = (uint8_t)q->top_logprobs,
+		.grammar_after = -1,
 	};
+}
+
+/* The request's constraint into p (reasoning runs free when the reply
+ * starts in it); a refusal goes to err. */
+static tf_status constrain(struct tf_gen *g, struct tf_engine_params *p, struct tf_reply *err)
+{
+	const struct tf_family *f = g->env->family;
+	struct tf_grammar *gram = NULL;
+	tf_status rc = tf_constrain_compile(f, &g->req, &gram);
+	if (!rc && gram && g->thinking && f->think_end < 0)
+		rc = tf_err(TF_ERR_UNSUPPORTED, "%s: the %s family cannot constrain output after reasoning "
+			    "(turn thinking off)", g->req.guide_param, f->name);
+	if (rc) {
+		bool client = rc == TF_ERR_UNSUPPORTED || rc == TF_ERR_FORMAT || rc == TF_ERR_ARG;
+		tf_reply_error(err, g->anthropic, client ? 400 : 500,
+			       client ? "invalid_request_error" : "server_error", NULL, g->req.guide_param,
+			       "%s", tf_errmsg(rc));
+		tf_grammar_free(gram);
+		return rc;
+	}
+	p->grammar = gram;
+	p->grammar_after = gram && g->thinking ? f->think_end : -1;
+	return TF_OK;
 }
 
 tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct tf_gen **out,
@@ -878,7 +903,10 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
 		goto fail;
 	}
+	if ((rc = constrain(g, &p, err)))
+		goto fail;
 	if ((rc = tf_engine_submit(env->engine, ids, n, &p, &g->job))) {
+		tf_grammar_free(p.grammar);
 		tf_reply_error(err, anthropic, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
 		goto fail;
 	}

@@ -155,6 +155,85 @@ static tf_status common(struct tf_req *r)
 	return TF_OK;
 }
 
+/* One guide field found: the first wins, a second is refused. */
+static tf_status guide_set(struct tf_req *r, const char *key, enum tf_req_guide g, const json_t *v)
+{
+	if (r->guide != TF_GUIDE_NONE)
+		return BAD(r, key, "%s and %s cannot be given together: constrain the output one way",
+			   r->guide_param, key);
+	r->guide = g;
+	r->guide_value = v;
+	r->guide_param = key;
+	return TF_OK;
+}
+
+/* response_format and vLLM's guided_json, guided_regex, guided_choice. */
+static tf_status guides(struct tf_req *r)
+{
+	tf_status rc;
+	const json_t *rf = json_object_get(r->body, "response_format");
+	if (rf && !json_is_null(rf)) {
+		const char *t = json_string_value(json_object_get(rf, "type"));
+		if (!json_is_object(rf) || !t)
+			return BAD(r, "response_format", "response_format must be an object with a type");
+		if (!strcmp(t, "json_object")) {
+			if ((rc = guide_set(r, "response_format", TF_GUIDE_JSON, NULL)))
+				return rc;
+		} else if (!strcmp(t, "json_schema")) {
+			const json_t *js = json_object_get(rf, "json_schema");
+			const json_t *sc = json_object_get(js, "schema");
+			if (!json_is_object(js) || !(json_is_object(sc) || json_is_boolean(sc)))
+				return BAD(r, "response_format",
+					   "response_format json_schema needs json_schema.schema, a JSON schema");
+			if ((rc = guide_set(r, "response_format", TF_GUIDE_SCHEMA, sc)))
+				return rc;
+		} else if (strcmp(t, "text")) {
+			return BAD(r, "response_format",
+				   "response_format type must be text, json_object or json_schema, not '%s'", t);
+		}
+	}
+	const json_t *gj = json_object_get(r->body, "guided_json");
+	if (gj && !json_is_null(gj)) {
+		if (json_is_string(gj)) {
+			json_error_t e;
+			if (!(r->guide_own = json_loads(json_string_value(gj), JSON_DECODE_ANY, &e)))
+				return BAD(r, "guided_json", "guided_json is not valid JSON: %s", e.text);
+			gj = r->guide_own;
+		}
+		if (!json_is_object(gj) && !json_is_boolean(gj))
+			return BAD(r, "guided_json", "guided_json must be a JSON schema");
+		if ((rc = guide_set(r, "guided_json", TF_GUIDE_SCHEMA, gj)))
+			return rc;
+	}
+	const json_t *gr = json_object_get(r->body, "guided_regex");
+	if (gr && !json_is_null(gr)) {
+		if (!json_is_string(gr))
+			return BAD(r, "guided_regex", "guided_regex must be a string");
+		if ((rc = guide_set(r, "guided_regex", TF_GUIDE_REGEX, gr)))
+			return rc;
+	}
+	const json_t *gc = json_object_get(r->body, "guided_choice");
+	if (gc && !json_is_null(gc)) {
+		size_t i;
+		const json_t *x;
+		if (!json_is_array(gc) || !json_array_size(gc))
+			return BAD(r, "guided_choice", "guided_choice must be a non-empty list of strings");
+		json_array_foreach(gc, i, x)
+			if (!json_is_string(x) || !json_string_length(x))
+				return BAD(r, "guided_choice", "guided_choice must be a non-empty list of strings");
+		if ((rc = guide_set(r, "guided_choice", TF_GUIDE_CHOICE, gc)))
+			return rc;
+	}
+	if (r->guide == TF_GUIDE_NONE)
+		return TF_OK;
+	if (r->ignore_eos)
+		return BAD(r, "ignore_eos", "ignore_eos cannot be set with %s: a constrained reply ends "
+			   "where the output is whole", r->guide_param);
+	if (r->logprobs)
+		return BAD(r, "logprobs", "logprobs are not available with %s", r->guide_param);
+	return TF_OK;
+}
+
 static tf_status max_tokens(struct tf_req *r, const char *key)
 {
 	return integer(r, key, 1, INT32_MAX, NULL, &r->max_tokens);
@@ -205,6 +284,8 @@ static tf_status parse_chat(struct tf_req *r)
 	const char *cs = json_string_value(choice);
 	if (json_array_size(tools) && !(cs && !strcmp(cs, "none")))
 		r->tools = tools;
+	if ((rc = guides(r)))
+		return rc;
 	r->chat = json_incref(r->body);
 	return TF_OK;
 }
@@ -217,7 +298,8 @@ static tf_status parse_completion(struct tf_req *r, uint32_t vocab)
 	int64_t n = 1;
 	if ((rc = integer(r, "n", 1, 1, NULL, &n)))
 		return BAD(r, "n", "n must be 1");
-	if ((rc = integer(r, "logprobs", 0, TF_REQ_MAX_LOGPROBS, &r->logprobs, &r->top_logprobs)))
+	if ((rc = integer(r, "logprobs", 0, TF_REQ_MAX_LOGPROBS, &r->logprobs, &r->top_logprobs)) ||
+	    (rc = guides(r)))
 		return rc;
 	const json_t *so = json_object_get(r->body, "stream_options");
 	if (json_is_object(so))
@@ -519,6 +601,7 @@ void tf_req_release(struct tf_req *r)
 {
 	json_decref(r->chat);
 	json_decref(r->body);
+	json_decref(r->guide_own);
 	free(r->ids);
 	memset(r, 0, sizeof(*r));
 	r->max_tokens = -1;

@@ -24,6 +24,15 @@ enum tf_api {
 	TF_API_COUNT_TOKENS, /* POST /v1/messages/count_tokens */
 };
 
+/* Constrained output a request asks for (serve/constrain.h). */
+enum tf_req_guide {
+	TF_GUIDE_NONE,
+	TF_GUIDE_JSON,   /* any JSON object: response_format json_object */
+	TF_GUIDE_SCHEMA, /* a JSON schema: json_schema, guided_json, a strict tool */
+	TF_GUIDE_REGEX,  /* guided_regex */
+	TF_GUIDE_CHOICE, /* guided_choice */
+};
+
 #define TF_REQ_MAX_STOP 16
 #define TF_REQ_MAX_LOGPROBS 20 /* top alternatives a token may carry */
 
@@ -48,6 +57,11 @@ struct tf_req {
 	bool logprobs;          /* chat logprobs: true, or completions logprobs: N */
 	int64_t top_logprobs;   /* alternatives per token, 0..TF_REQ_MAX_LOGPROBS */
 	const json_t *tools;    /* offered tools in OpenAI shape (borrowed from chat) or NULL */
+	enum tf_req_guide guide;
+	const json_t *guide_value; /* the schema, regex string or choice list (borrowed) */
+	json_t *guide_own;      /* what guide_value points into when the request held
+				 * it as text (guided_json as a string), owned */
+	const char *guide_param; /* the field it came from ("response_format", ...) */
 	const char *param;      /* on a failure: the parameter at fault, or NULL */
 	char param_buf[48];     /* where param points when it named a key of the body */
 };

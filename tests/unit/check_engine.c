@@ -99,7 +99,7 @@ static struct tf_engine *start(struct tf_planner_config pc, useconds_t delay)
 	pthread_mutex_init(&b.mu, NULL);
 	b.delay_us = delay;
 	tb_now = &b;
-	struct tf_engine_backend be = {"test", &b, EOS, tb_begin, tb_forward, tb_end, NULL, NULL};
+	struct tf_engine_backend be = {"test", &b, EOS, tb_begin, tb_forward, tb_end, NULL, NULL, false};
 	struct tf_planner pl;
 	ck_assert_int_eq(tf_planner_default(&pc, &pl), TF_OK);
 	struct tf_engine *e;
