@@ -821,7 +821,7 @@ static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int
 	int64_t maxpos = 0;
 	for (int i = 0; i < R; i++)
 		maxpos = pos[i] + 1 > maxpos ? pos[i] + 1 : maxpos;
-	f->cand_nblk = (maxpos + c->candidate_block_size - 1) / c->candidate_block_size + 1;
+	f->cand_nblk = fwd_bucket((maxpos + c->candidate_block_size - 1) / c->candidate_block_size + 1);
 	f->segs = calloc((size_t)R, sizeof *f->segs);
 	struct call_work cw = {f, NULL};
 	char key[64];

@@ -95,14 +95,19 @@ out:
 	return st;
 }
 
-/* The physical rows of pool rows 0 .. N - 1 of a sequence's source src
- * (host bookkeeping; N int32s the caller frees). */
-static tf_status pool_rows(struct tf_fwd *f, int seq, int src, int64_t N, int32_t **out)
+/* The physical rows of pool rows 0 .. N - 1 of a sequence's source src,
+ * then -1 (skipped) up to n >= N (host bookkeeping; n int32s the caller
+ * frees). */
+static tf_status pool_rows(struct tf_fwd *f, int seq, int src, int64_t N, int64_t n,
+			   int32_t **out)
 {
-	int32_t *rows = fwd_i32s(N);
+	int32_t *rows = fwd_i32s(n);
 	tf_status st = rows ? TF_OK : fwd_nomem();
-	for (int64_t j = 0; j < N && !st; j++)
-		st = tf_kv_pool_row(f->kv, seq, src, j, 0, &rows[j]);
+	for (int64_t j = 0; j < n && !st; j++)
+		if (j >= N)
+			rows[j] = -1;
+		else
+			st = tf_kv_pool_row(f->kv, seq, src, j, 0, &rows[j]);
 	if (st) {
 		free(rows);
 		rows = NULL;
@@ -139,11 +144,12 @@ static tf_status index_segment(struct tf_fwd *f, uint32_t L, const struct segmen
 			st = be->ops->upload(be, &ns, nvis);
 		goto out;
 	}
+	int64_t Nb = fwd_bucket(N); /* keys and scores past N are skipped and masked */
 	if ((st = fwd_host(f, &nv, TF_DT_I32, nvis, s->n)) ||
-	    (st = fwd_tmp(f, &keys, TF_DT_F32, 2, N, Di, 1)) ||
-	    (st = fwd_tmp(f, &sc, TF_DT_F32, 2, s->n, N, 1)) ||
-	    (st = pool_rows(f, s->seq, src, N, &rows)) ||
-	    (st = fwd_cache_get(f, &kvs->ik_row, &kvs->ik[src], rows, N, keys)))
+	    (st = fwd_tmp(f, &keys, TF_DT_F32, 2, Nb, Di, 1)) ||
+	    (st = fwd_tmp(f, &sc, TF_DT_F32, 2, s->n, Nb, 1)) ||
+	    (st = pool_rows(f, s->seq, src, N, Nb, &rows)) ||
+	    (st = fwd_cache_get(f, &kvs->ik_row, &kvs->ik[src], rows, Nb, keys)))
 		goto out;
 	struct tf_tensor q_s = tf_tensor_rows_of(iqr, s->row0, s->n);
 	struct tf_tensor w_s = tf_tensor_rows_of(iw, s->row0, s->n);
@@ -214,7 +220,7 @@ static tf_status attend(struct tf_fwd *f, uint32_t L, const struct segment *s,
 		src = fwd_src_index(c, (uint32_t)kvl);
 		N = (plast + 1) / (int)tf_config_ratio(c, (uint32_t)kvl);
 		direct = N <= s->n * k;
-		nJ = direct ? N : s->n * k;
+		nJ = direct ? fwd_bucket(N) : s->n * k; /* direct: rows past N skipped */
 	}
 	for (int64_t p = wlo; p <= plast && !st; p++)
 		wrows[p - wlo] = (int32_t)tf_kv_window_row(f->kv, s->seq, (int)L, p);
@@ -227,8 +233,8 @@ static tf_status attend(struct tf_fwd *f, uint32_t L, const struct segment *s,
 	struct tf_tensor pool_part = tf_tensor_rows_of(tab, 0, nJ);
 	struct tf_tensor win_part = tf_tensor_rows_of(tab, nJ, nwin);
 	if (pooled && direct) {
-		if ((st = pool_rows(f, s->seq, src, N, &rows)) ||
-		    (N && (st = fwd_cache_get(f, &kvs->pool_row, &kvs->pool[src], rows, N, &pool_part))))
+		if ((st = pool_rows(f, s->seq, src, N, nJ, &rows)) ||
+		    (N && (st = fwd_cache_get(f, &kvs->pool_row, &kvs->pool[src], rows, nJ, &pool_part))))
 			goto out;
 	} else if (pooled) {
 		struct tf_tensor pt = tf_kv_page_table(f->kv, s->seq);

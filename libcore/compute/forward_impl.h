@@ -62,6 +62,7 @@ struct tf_fwd {
 	struct tf_tensor *pos32;/* int32 [R]: the rows' positions */
 	struct tf_tensor *sel, *n_sel; /* int32 [R, index_topk], [R]: the latest index source's */
 	struct tf_tensor *cand; /* u8 [R, cand_nblk]: the candidate source's blocks */
+	/* cand_nblk is fwd_bucket'ed: a bound, not a count */
 	int64_t cand_nblk;
 	int have_cand;
 };
@@ -111,5 +112,16 @@ tf_status fwd_attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
 			struct tf_tensor *branch);
 tf_status fwd_moe(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x, struct tf_tensor *branch);
 tf_status fwd_engram(struct tf_fwd *f, uint32_t L, struct tf_tensor *X);
+
+/* Rows a call's tables and scores hold for n visible rows: n rounded up
+ * to a multiple of FWD_BUCKET (0 stays 0). The rows past n are masked
+ * (n_vis) or skipped (index -1), so results do not change; the shapes,
+ * and with them a decode step's kernel arguments, change only every
+ * FWD_BUCKET rows instead of every step, so steps repeat (ops->graph). */
+#define FWD_BUCKET 256
+static inline int64_t fwd_bucket(int64_t n)
+{
+	return n <= 0 ? 0 : (n + FWD_BUCKET - 1) / FWD_BUCKET * FWD_BUCKET;
+}
 
 #endif
