@@ -169,9 +169,14 @@ static void run_spec(struct tf_model_group *m, int B, const int *seq, int32_t *n
 
 /* Prefill one sequence of ctx tokens, fork it into B, then decode (and
  * decode with drafts when spec is not NULL); the figures. */
+/* What the device did over the decode steps (a CUDA backend's counters). */
+struct device_figures {
+	double kernels, hits; /* a step: kernels (and cuBLAS calls) queued, graph hits */
+};
+
 static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_steps,
 		     double *prefill_tps, double *decode_tps, int64_t *steps_done,
-		     struct spec_figures *spec)
+		     struct spec_figures *spec, struct device_figures *dev)
 {
 	uint32_t V = tf_model_group_config(m)->vocab;
 	int seq[SEQS_MAX];
@@ -202,6 +207,9 @@ static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_s
 	for (int b = 0; b < B; b++) /* each its own next token, so rows differ */
 		next[b] = (int32_t)((first + 7 * b) % (int32_t)V);
 	int64_t steps = 0;
+	struct tf_be *be = tf_model_be(tf_model_group_rank(m, 0));
+	struct tf_be_counters c0 = {0}, c1 = {0};
+	bool counted = !tf_cuda_be_counters(be, &c0);
 	t1 = tf_now();
 	do {
 		for (int b = 0; b < B; b++) {
@@ -214,6 +222,11 @@ static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_s
 	} while (steps < max_steps && tf_now() - t1 < bench.seconds);
 	*decode_tps = (double)B * (double)steps / (tf_now() - t1);
 	*steps_done = steps;
+	*dev = (struct device_figures){0};
+	if (counted && !tf_cuda_be_counters(be, &c1))
+		*dev = (struct device_figures){
+			(double)(c1.kernels + c1.blas - c0.kernels - c0.blas) / (double)steps,
+			(double)(c1.graph_hits - c0.graph_hits) / (double)steps};
 	if (spec)
 		run_spec(m, B, seq, next, max_steps, spec);
 	for (int b = 0; b < B; b++)
@@ -337,7 +350,7 @@ int bench_decode(void)
 			printf("device %lld: copy %.0f GB/s\n", (long long)bench.device, gbs);
 		printf("%-8s %5s %6s %5s %7s %12s %12s %7s%s%s\n", "model", "rows", "ctx", "world",
 		       "threads", "prefill-t/s", "decode-t/s", "steps",
-		       cuda ? "  step-ms floor-ms x-floor" : "",
+		       cuda ? "  step-ms floor-ms x-floor kernels graphed" : "",
 		       bench.draft ? "  accept tok/step  spec-t/s draft-ms" : "");
 	} else {
 		printf("[");
@@ -347,8 +360,9 @@ int bench_decode(void)
 		double pf, dc;
 		int64_t steps;
 		struct spec_figures sf;
+		struct device_figures df;
 		run_case(m, (int)rows[i], bench.ctx, max_steps, &pf, &dc, &steps,
-			 bench.draft ? &sf : NULL);
+			 bench.draft ? &sf : NULL, &df);
 		double step_ms = 1e3 * (double)rows[i] / dc;
 		double floor_ms = cuda ? 1e3 * bench_floor_bytes(&fl, (int)rows[i], bench.ctx) / (gbs * 1e9) : 0;
 		if (bench.json) {
@@ -360,9 +374,9 @@ int bench_decode(void)
 			       step_ms);
 			if (cuda)
 				printf(",\"copy_gbs\":%.1f,\"floor_bytes\":%.0f,\"floor_ms\":%.4f,"
-				       "\"x_floor\":%.3f", gbs,
-				       bench_floor_bytes(&fl, (int)rows[i], bench.ctx), floor_ms,
-				       step_ms / floor_ms);
+				       "\"x_floor\":%.3f,\"kernels_per_step\":%.1f,\"graph_hits_per_step\":%.3f",
+				       gbs, bench_floor_bytes(&fl, (int)rows[i], bench.ctx), floor_ms,
+				       step_ms / floor_ms, df.kernels, df.hits);
 			if (bench.draft)
 				printf(",\"draft_block\":%d,\"drafted\":%lld,\"accepted\":%lld,"
 				       "\"accept_rate\":%.4f,\"tokens_per_step\":%.3f,\"spec_tps\":%.2f,"
@@ -376,7 +390,8 @@ int bench_decode(void)
 			       (long long)rows[i], (long long)bench.ctx, (long long)bench.world,
 			       (long long)bench.threads, pf, dc, (long long)steps);
 			if (cuda)
-				printf("  %7.3f %8.3f %7.2f", step_ms, floor_ms, step_ms / floor_ms);
+				printf("  %7.3f %8.3f %7.2f %7.0f %6.2f", step_ms, floor_ms,
+				       step_ms / floor_ms, df.kernels, df.hits);
 			if (bench.draft)
 				printf("  %6.3f %8.2f %9.1f %8.2f", sf.accept, sf.tokens_per_step, sf.tps,
 				       sf.draft_ms);
