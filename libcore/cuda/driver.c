@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "cuda/module.h"
 
 /* One entry point: where it goes in struct tf_cu_api and its symbol names,
  * tried in order (a newer versioned name first). */
@@ -178,6 +179,8 @@ static const struct {
 };
 
 static struct tf_cu_driver the_driver;
+/* Devices open (each holds a retain of its primary context). */
+static int open_devices;
 static const struct tf_cu_api null_api;
 const struct tf_cu_api *tf_cu = &null_api;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -388,6 +391,7 @@ tf_status tf_cu_device_open(int ordinal, struct tf_cu_device *dev)
 		return st;
 	if ((st = TF_CU(tf_cu->DevicePrimaryCtxRetain(&dev->ctx, dev->dev))))
 		return st;
+	__atomic_add_fetch(&open_devices, 1, __ATOMIC_SEQ_CST);
 	int v = 0;
 	if ((st = TF_CU(tf_cu->CtxSetCurrent(dev->ctx))))
 		goto out;
@@ -409,10 +413,8 @@ tf_status tf_cu_device_open(int ordinal, struct tf_cu_device *dev)
 	tf_log(TF_LOG_DEBUG, "cuda: device %d: %s, sm_%d%d, %d SMs, %zu MiB", ordinal, dev->name,
 	       dev->cc_major, dev->cc_minor, dev->sms, dev->total_mem >> 20);
 out:
-	if (st) {
-		tf_cu->DevicePrimaryCtxRelease(dev->dev);
-		dev->ctx = NULL;
-	}
+	if (st)
+		tf_cu_device_close(dev);
 	return st;
 }
 
@@ -423,8 +425,13 @@ tf_status tf_cu_device_use(const struct tf_cu_device *dev)
 
 void tf_cu_device_close(struct tf_cu_device *dev)
 {
-	if (dev->ctx && tf_cu->DevicePrimaryCtxRelease)
+	if (dev->ctx && tf_cu->DevicePrimaryCtxRelease) {
 		tf_cu->DevicePrimaryCtxRelease(dev->dev);
+		/* the last release destroys the primary context, and the kernel
+		 * module loaded into it */
+		if (__atomic_sub_fetch(&open_devices, 1, __ATOMIC_SEQ_CST) == 0)
+			tf_cu_module_forget();
+	}
 	dev->ctx = NULL;
 }
 

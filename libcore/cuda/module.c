@@ -85,6 +85,16 @@ tf_status tf_cu_kernel(const char *name, tf_cu_func *f)
 	return st;
 }
 
+void tf_cu_module_forget(void)
+{
+	pthread_mutex_lock(&mu);
+	if (tried && !load_st) {
+		tried = false;
+		mod = NULL;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 unsigned tf_cu_module_generation(void)
 {
 	pthread_mutex_lock(&mu);

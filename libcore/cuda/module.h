@@ -32,6 +32,10 @@ void tf_cu_module_unload(void);
 /* A number that changes each time the module is loaded: callers that keep
  * function handles compare it to know when to look them up again. */
 unsigned tf_cu_module_generation(void);
+/* The context the module lived in is gone (the last device closed, so the
+ * primary context was destroyed): the next lookup loads it again, with a
+ * new generation, into the context then current. */
+void tf_cu_module_forget(void);
 
 /* Launch f with a 1-D grid and block; the failure names the kernel. */
 tf_status tf_cu_launch(tf_cu_func f, unsigned grid, unsigned block, unsigned shmem,
