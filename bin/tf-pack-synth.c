@@ -11,7 +11,7 @@
 
 static struct {
 	const char *preset, *config, *bits, *codebook, *tokenizer, *out;
-	int64_t seed;
+	int64_t seed, layers;
 	uint64_t shard_size;
 	bool sparse, no_index, json;
 } o;
@@ -27,6 +27,8 @@ static const struct tf_opt opts[] = {
 	{"codebook", 0, TF_OPT_CHOICE, &o.codebook, "NAME", NULL, "mixed",
 	 "EXL3 codebook of the groups", 0, 0, "3inst|mcg|mul1|mixed"},
 	{"seed", 's', TF_OPT_INT, &o.seed, "N", NULL, "1", "random seed", 0, INT64_MAX, NULL},
+	{"layers", 0, TF_OPT_INT, &o.layers, "N", NULL, "0",
+	 "keep the config's first N backbone layers (0: all)", 0, 64, NULL},
 	{"sparse", 0, TF_OPT_FLAG, &o.sparse, NULL, NULL, NULL,
 	 "write real headers and leave tensor data as holes", 0, 0, NULL},
 	{"shard-size", 0, TF_OPT_SIZE, &o.shard_size, "SIZE", NULL, "4G",
@@ -56,6 +58,8 @@ int main(int argc, char **argv)
 
 	struct tf_config c;
 	tf_status st = o.config ? tf_config_load(&c, o.config) : tf_config_preset(&c, o.preset);
+	if (!st && o.layers)
+		st = tf_config_first_layers(&c, (uint32_t)o.layers);
 	if (st)
 		tf_die_status(st, "cannot use config '%s'", o.config ? o.config : o.preset);
 

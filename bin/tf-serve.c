@@ -34,7 +34,7 @@ static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, time
 	connections, http_threads, memo_cap, top_k, threads, prefix_cache, device;
 static uint64_t body_max;
 static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
-static bool check, once;
+static bool check, once, synthetic;
 
 static const struct tf_opt opts[] = {
 	{"host", 'H', TF_OPT_STR, &host, "ADDR", "TF_HOST", "127.0.0.1", "listen address (numeric IPv4 or IPv6)", 0, 0, NULL},
@@ -66,6 +66,7 @@ static const struct tf_opt opts[] = {
 	{"stub-piece-us", 0, TF_OPT_DOUBLE, &stub_piece_us, "US", "TF_STUB_PIECE_US", "20", "stub engine: microseconds per prompt token (0: none)", 0, 1e6, NULL},
 	{"stub-wait-ms", 0, TF_OPT_DOUBLE, &stub_wait_ms, "MS", "TF_STUB_WAIT_MS", "800", "stub engine: the silence of @wait", 1, 3600000, NULL},
 	TF_OPT_THREADS(&threads),
+	{"synthetic", 0, TF_OPT_FLAG, &synthetic, NULL, NULL, NULL, "generate the weights from the pack's headers instead of reading them (benchmarks over a sparse tf-pack-synth pack)", 0, 0, NULL},
 	{"check", 0, TF_OPT_FLAG, &check, NULL, NULL, NULL, "validate the setup, print it and exit", 0, 0, NULL},
 	{"once", 0, TF_OPT_FLAG, &once, NULL, NULL, NULL, "answer one request JSON from stdin on stdout and exit", 0, 0, NULL},
 	{"path", 0, TF_OPT_STR, &path, "ROUTE", NULL, "/v1/chat/completions", "the route --once answers", 0, 0, NULL},
@@ -204,7 +205,8 @@ int main(int argc, char **argv)
 		struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,
 					   .device = (int)device, .threads = (int)threads,
 					   .slots = (int)(lanes + prefix_cache),
-					   .max_positions = context, .progress = &pr};
+					   .max_positions = context, .progress = &pr,
+					   .synthetic = synthetic, .synth_seed = 1};
 		if ((st = tf_model_open(pack, &mo, &rank_model)))
 			tf_die_status(st, "cannot load the model of '%s'%s", pack,
 				      cuda ? " on the GPU" : "");

@@ -618,10 +618,10 @@ tf_status tf_config_first_layers(struct tf_config *c, uint32_t n)
 		if (tf_config_mode(c, l) == TF_MODE_REINDEX)
 			return tf_err(TF_ERR_CONFIG, "config: layer %u reindexes over candidate blocks, "
 				      "and the candidate source is not among the first %u layers", l, n);
-	if (c->mtp_layers && n >= 3) {
+	if (c->mtp_layers) { /* the last three layers (layer 0 repeated below three) */
 		c->n_dspark_targets = 3;
 		for (uint32_t i = 0; i < 3; i++)
-			c->dspark_targets[i] = n - 3 + i;
+			c->dspark_targets[i] = n + i >= 3 ? n + i - 3 : 0;
 	}
 	return tf_config_validate(c);
 }
