@@ -6,9 +6,9 @@
  * preset's pack is written to a temporary folder; on a GPU only its
  * headers are (a sparse pack), and the weights are generated in device
  * memory (model.h: synthetic), so a release-shaped rank needs no disk and
- * no upload. For each --rows value B: one sequence is prefilled with --ctx
- * tokens (one call, timed: prefill tokens/s) and forked into B (full
- * cache pages shared), then the B are decoded together, one row per
+ * no upload. One sequence is prefilled with --ctx tokens (one call,
+ * timed: prefill tokens/s); for each --rows value B it is forked into B
+ * (full cache pages shared), then the B are decoded together, one row per
  * sequence per call, the next token drawn greedily on the backend, for
  * about --seconds (decode tokens/s = B x steps / wall time). On a GPU each
  * row also prints the step's byte floor (floor.c) over the copy bandwidth
@@ -167,20 +167,51 @@ static void run_spec(struct tf_model_group *m, int B, const int *seq, int32_t *n
 	free(lg);
 }
 
-/* Prefill one sequence of ctx tokens, fork it into B, then decode (and
- * decode with drafts when spec is not NULL); the figures. */
 /* What the device did over the decode steps (a CUDA backend's counters). */
 struct device_figures {
 	double kernels, hits; /* a step: kernels (and cuBLAS calls) queued, graph hits */
 };
 
-static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_steps,
-		     double *prefill_tps, double *decode_tps, int64_t *steps_done,
+/* Prefill a new sequence of ctx tokens (*seq): tokens/s, and the token
+ * drawn at its end. */
+static double prefill(struct tf_model_group *m, int64_t ctx, int *seq, int32_t *first)
+{
+	uint32_t V = tf_model_group_config(m)->vocab;
+	int32_t *ids = malloc(sizeof(int32_t) * (size_t)ctx), *next = malloc(sizeof(int32_t) * (size_t)ctx);
+	int64_t *pos = malloc(sizeof(int64_t) * (size_t)ctx);
+	int *sq = malloc(sizeof(int) * (size_t)ctx);
+	float *lg = tf_model_group_world(m) > 1 ? malloc(sizeof(float) * V * (size_t)ctx) : NULL;
+	if (!ids || !pos || !sq || !next || (tf_model_group_world(m) > 1 && !lg))
+		tf_die(71, "out of memory");
+	tf_status st;
+	if ((st = tf_model_group_seq_new(m, seq)))
+		tf_die_status(st, "sequence");
+	for (int64_t p = 0; p < ctx; p++) {
+		ids[p] = (int32_t)((p * 131 + 5) % V);
+		pos[p] = p;
+		sq[p] = *seq;
+	}
+	double t0 = tf_now();
+	step(m, (int)ctx, ids, pos, sq, lg, next);
+	double tps = (double)ctx / (tf_now() - t0);
+	*first = next[ctx - 1];
+	free(ids);
+	free(pos);
+	free(sq);
+	free(lg);
+	free(next);
+	return tps;
+}
+
+/* Fork the prefilled sequence p0 (next token `first`) into B, then decode
+ * (and decode with drafts when spec is not NULL); the figures. */
+static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int64_t ctx,
+		     int64_t max_steps, double *decode_tps, int64_t *steps_done,
 		     struct spec_figures *spec, struct device_figures *dev)
 {
 	uint32_t V = tf_model_group_config(m)->vocab;
 	int seq[SEQS_MAX];
-	int64_t n = ctx > B ? ctx : B;
+	int64_t n = B;
 	int32_t *ids = malloc(sizeof(int32_t) * (size_t)n), *next = malloc(sizeof(int32_t) * (size_t)n);
 	int64_t *pos = malloc(sizeof(int64_t) * (size_t)n);
 	int *sq = malloc(sizeof(int) * (size_t)n);
@@ -189,20 +220,8 @@ static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_s
 	if (!ids || !pos || !sq || !next || (tf_model_group_world(m) > 1 && !lg))
 		tf_die(71, "out of memory");
 	tf_status st;
-	if ((st = tf_model_group_seq_new(m, &seq[0])))
-		tf_die_status(st, "sequence");
-	for (int64_t p = 0; p < ctx; p++) {
-		ids[p] = (int32_t)((p * 131 + 5) % V);
-		pos[p] = p;
-		sq[p] = seq[0];
-	}
-	double t0 = tf_now();
-	step(m, (int)ctx, ids, pos, sq, lg, next);
-	double t1 = tf_now();
-	*prefill_tps = (double)ctx / (t1 - t0);
-	int32_t first = next[ctx - 1];
-	for (int b = 1; b < B; b++)
-		if ((st = tf_model_group_seq_fork(m, seq[0], &seq[b])))
+	for (int b = 0; b < B; b++)
+		if ((st = tf_model_group_seq_fork(m, p0, &seq[b])))
 			tf_die_status(st, "fork of sequence %d", b);
 	for (int b = 0; b < B; b++) /* each its own next token, so rows differ */
 		next[b] = (int32_t)((first + 7 * b) % (int32_t)V);
@@ -210,7 +229,7 @@ static void run_case(struct tf_model_group *m, int B, int64_t ctx, int64_t max_s
 	struct tf_be *be = tf_model_be(tf_model_group_rank(m, 0));
 	struct tf_be_counters c0 = {0}, c1 = {0};
 	bool counted = !tf_cuda_be_counters(be, &c0);
-	t1 = tf_now();
+	double t1 = tf_now();
 	do {
 		for (int b = 0; b < B; b++) {
 			ids[b] = next[b];
@@ -320,7 +339,7 @@ int bench_decode(void)
 	tf_progress_init(&pr, "weights", 0, "B");
 	struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,
 				   .device = (int)bench.device, .threads = (int)bench.threads,
-				   .slots = (int)most,
+				   .slots = (int)most + 1,
 				   .max_positions = bench.ctx + max_steps * (bench.draft ? 10 : 1) + 16,
 				   .synthetic = cuda && bench.preset, .synth_seed = 1, .progress = &pr};
 	/* the prefilled sequence's pages are shared by its forks: each fork
@@ -356,12 +375,15 @@ int bench_decode(void)
 		printf("[");
 	}
 	const char *name = bench.preset ? bench.preset : "pack";
+	int p0;
+	int32_t first;
+	double pf = prefill(m, bench.ctx, &p0, &first);
 	for (int i = 0; i < nrows; i++) {
-		double pf, dc;
+		double dc;
 		int64_t steps;
 		struct spec_figures sf;
 		struct device_figures df;
-		run_case(m, (int)rows[i], bench.ctx, max_steps, &pf, &dc, &steps,
+		run_case(m, (int)rows[i], p0, first, bench.ctx, max_steps, &dc, &steps,
 			 bench.draft ? &sf : NULL, &df);
 		double step_ms = 1e3 * (double)rows[i] / dc;
 		double floor_ms = cuda ? 1e3 * bench_floor_bytes(&fl, (int)rows[i], bench.ctx) / (gbs * 1e9) : 0;
@@ -401,6 +423,7 @@ int bench_decode(void)
 	}
 	if (bench.json)
 		printf("]\n");
+	tf_model_group_seq_free(m, p0);
 	print_phases(r0);
 	tf_model_group_free(m);
 	if (*tmp) {
