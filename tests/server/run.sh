@@ -38,6 +38,8 @@ elif [ -f node_modules/.tf-lock-cksum ]; then
 	[ "$(cat node_modules/.tf-lock-cksum)" = "$lock" ] || stale=1
 elif [ package-lock.json -nt node_modules/.package-lock.json ]; then
 	stale=1
+else
+	echo "$lock" >node_modules/.tf-lock-cksum
 fi
 if [ "$stale" = 1 ]; then
 	if npm ci --no-audit --no-fund --loglevel=error >"$here/npm.log" 2>&1; then
