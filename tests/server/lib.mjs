@@ -57,7 +57,7 @@ export function start(args = [], env = {}) {
         });
       }
     });
-    proc.on('exit', (code) => reject(new Error(`tf-serve exited ${code}: ${err}`)));
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`tf-serve exited ${code}: ${err}`)); });
   });
 }
 
