@@ -110,7 +110,7 @@
 #include "gpu_util.h"
 
 /* Weak: this links against a model.c that predates tf_model_be (main
- * says so and exits 70); once the lead's model.c is in, it is plain. */
+ * says so and exits 70); once compute/model.c defines it, this may go. */
 #pragma weak tf_model_be
 
 enum { MAXLENS = 4, NGREEDY = 40, GSTEPS = 32, MAXB = 16 };
