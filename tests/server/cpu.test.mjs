@@ -1,4 +1,5 @@
-// cpu.test.mjs: tf-serve with the cpu engine: the DeepSeek-V4.1 forward of a
+// cpu.test.mjs: tf-serve with a model engine (cpu; cuda when run.sh is given
+// TF_ENGINE=cuda, lib.mjs's modelArgs): the DeepSeek-V4.1 forward of a
 // synthetic tiny pack (random weights, so the text is noise) behind both
 // SDKs, streamed and not; a seeded request gives the same tokens alone and
 // batched with others.
@@ -9,13 +10,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { start } from './lib.mjs';
+import { start, modelArgs } from './lib.mjs';
 
 let srv, oa, an, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-cpu-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '-q', '-o', path.join(dir, 'tiny')]);
-  srv = await start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', path.join(dir, 'tiny')]);
+  srv = await start([...modelArgs(), '--model', 'tiny', path.join(dir, 'tiny')]);
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
   an = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
 });

@@ -1,5 +1,5 @@
-// lib.mjs: start a real tf-serve (stub engine, loopback, a free port) for the
-// server tests, and small HTTP helpers over fetch and raw sockets.
+// lib.mjs: start a real tf-serve (stub engine unless told, loopback, a free
+// port) for the server tests, and small HTTP helpers over fetch and raw sockets.
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
@@ -10,6 +10,16 @@ const bin = path.join(process.env.TF_BIN || '../../build/bin', 'tf-serve');
 // stop) are killed, so no server outlives the run.
 const running = new Set();
 process.on('exit', () => { for (const p of running) p.kill('SIGKILL'); });
+
+// The engine of the tests that serve a model (a synthetic pack): cpu, or
+// cuda when run.sh was given TF_ENGINE=cuda (TF_TEST_ENGINE; TF_TEST_DEVICE
+// picks the device). modelArgs() are tf-serve's options for it.
+export const engine = process.env.TF_TEST_ENGINE || 'cpu';
+export function modelArgs() {
+  if (engine !== 'cuda') return ['--engine', 'cpu', '-j', '1'];
+  const dev = process.env.TF_TEST_DEVICE;
+  return ['--engine', 'cuda', ...(dev ? ['--device', dev] : [])];
+}
 
 // start(args): resolves to {url, port, proc, stderr(), stop(sig), exited}
 export function start(args = [], env = {}) {
@@ -25,7 +35,9 @@ export function start(args = [], env = {}) {
     resolve({ code, signal });
   }));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('tf-serve did not start: ' + err)), 10000);
+    // a device engine opens the driver and uploads the weights first
+    const wait = args.includes('cuda') ? 120000 : 10000;
+    const timer = setTimeout(() => reject(new Error('tf-serve did not start: ' + err)), wait);
     proc.stderr.on('data', (d) => {
       err += d;
       const m = err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
@@ -45,7 +57,7 @@ export function start(args = [], env = {}) {
         });
       }
     });
-    proc.on('exit', (code) => reject(new Error(`tf-serve exited ${code}: ${err}`)));
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`tf-serve exited ${code}: ${err}`)); });
   });
 }
 

@@ -1,5 +1,5 @@
-// logprobs.test.mjs: OpenAI log-probabilities from the cpu engine's sampler
-// (the row's own softmax): chat `logprobs` + `top_logprobs` and completions
+// logprobs.test.mjs: OpenAI log-probabilities from the model engine's sampler
+// (cpu, or cuda under TF_ENGINE=cuda; the row's own softmax): chat `logprobs` + `top_logprobs` and completions
 // `logprobs: n`, whole and streamed (the chunks' entries add up to the whole
 // reply's), in the shapes of the openai package's types; out-of-range
 // values are 400s in the OpenAI error shape.
@@ -9,13 +9,13 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { start, post } from './lib.mjs';
+import { start, post, modelArgs } from './lib.mjs';
 
 let srv, oa, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-logprobs-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '-q', '-o', path.join(dir, 'tiny')]);
-  srv = await start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', path.join(dir, 'tiny')]);
+  srv = await start([...modelArgs(), '--model', 'tiny', path.join(dir, 'tiny')]);
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
 });
 after(async () => {

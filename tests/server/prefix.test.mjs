@@ -1,4 +1,5 @@
-// prefix.test.mjs: the cpu engine's prompt (prefix) cache behind both SDKs:
+// prefix.test.mjs: the model engine's prompt (prefix) cache behind both SDKs
+// (cpu, or cuda under TF_ENGINE=cuda):
 // the same seeded request twice resumes the saved prefix (cached tokens in
 // the usage: prompt_tokens_details.cached_tokens, cache_read_input_tokens)
 // and gives exactly the same reply and log-probabilities as the first, and
@@ -12,15 +13,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { start } from './lib.mjs';
+import { start, modelArgs } from './lib.mjs';
 
 let srv, plain, oa, oaPlain, an, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-prefix-');
   const pack = path.join(dir, 'tiny');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '-q', '-o', pack]);
-  srv = await start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', '--prefix-cache', '4', pack]);
-  plain = await start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', '--prefix-cache', '0', pack]);
+  srv = await start([...modelArgs(), '--model', 'tiny', '--prefix-cache', '4', pack]);
+  plain = await start([...modelArgs(), '--model', 'tiny', '--prefix-cache', '0', pack]);
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
   oaPlain = new OpenAI({ baseURL: plain.url + '/v1', apiKey: 'x', maxRetries: 0 });
   an = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
