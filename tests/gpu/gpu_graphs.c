@@ -238,10 +238,15 @@ START_TEST(graphs_replay_bit_exact)
 	tf_rng_seed(&r, 11);
 	struct trial t;
 
+	/* a later step may repeat an earlier one's work (its shapes are
+	 * bucketed, forward_impl.h, and its scalars the same once the window
+	 * is full): then it hits that step's graph, which the bit-exact
+	 * logits vouch for; the first step of a new shape cannot */
 	trial(&ref, &gr, 40, &r, "1. new steps", &t);
-	GPU_CHECK(sum(t.hits) == 0, "new steps hit %llu times", (unsigned long long)sum(t.hits));
-	GPU_CHECK(sum(t.captures) == STEPS, "%llu captures of %d new steps",
-		  (unsigned long long)sum(t.captures), STEPS);
+	GPU_CHECK(t.hits[0] == 0 && t.captures[0] == 1, "the first new step: %llu hits, %llu captures",
+		  (unsigned long long)t.hits[0], (unsigned long long)t.captures[0]);
+	GPU_CHECK(sum(t.hits) + sum(t.captures) == STEPS, "%llu hits and %llu captures of %d steps",
+		  (unsigned long long)sum(t.hits), (unsigned long long)sum(t.captures), STEPS);
 
 	trial(&ref, &gr, 40, &r, "2. the same steps, other tokens", &t);
 	GPU_CHECK(sum(t.hits) == STEPS, "%llu hits of %d repeated steps (graphs fell back?)",
@@ -252,9 +257,8 @@ START_TEST(graphs_replay_bit_exact)
 	struct tf_tensor hold;
 	GPU_OK(tf_be_tensor(gr.be, &hold, TF_DT_F32, 1, (int64_t)1024)); /* 4 KiB: moves blocks */
 	trial(&ref, &gr, 40, &r, "3. the same steps, blocks moved", &t);
-	GPU_CHECK(sum(t.hits) == 0, "%llu hits with moved blocks: a stale replay",
-		  (unsigned long long)sum(t.hits));
-	GPU_CHECK(sum(t.captures) >= 1, "no capture with moved blocks");
+	GPU_CHECK(t.hits[0] == 0, "the first step with moved blocks hit: a stale replay");
+	GPU_CHECK(t.captures[0] == 1, "no capture with moved blocks");
 	gr.be->ops->release(gr.be, &hold);
 
 	trial(&ref, &gr, 40, &r, "4. the blocks back", &t);
