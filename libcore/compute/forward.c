@@ -628,7 +628,7 @@ out:
  * the window of its first row. */
 static int64_t pass_cap(const struct tf_fwd *f)
 {
-	return TF_KV_RING - (int64_t)f->c->window;
+	return (int64_t)tf_kv_config(f->kv)->ring - (int64_t)f->c->window;
 }
 
 /* A call with a sequence longer than pass_cap: one pass per chunk of each

@@ -34,8 +34,11 @@ static tf_status check_config(const struct tf_kv_config *c)
 {
 	if (c->layers < 0 || c->dim <= 0 || c->rope < 0 || c->rope > c->dim)
 		return tf_err(TF_ERR_CONFIG, "kv: dim %d with rope %d", c->dim, c->rope);
-	if (c->window < 1 || c->window > TF_KV_RING)
-		return tf_err(TF_ERR_CONFIG, "kv: window %d (1..%d)", c->window, TF_KV_RING);
+	int ring = c->ring ? c->ring : TF_KV_RING;
+	if (c->ring < 0 || c->ring > (1 << 20))
+		return tf_err(TF_ERR_CONFIG, "kv: ring of %d rows", c->ring);
+	if (c->window < 1 || c->window > ring)
+		return tf_err(TF_ERR_CONFIG, "kv: window %d (1..%d, the ring)", c->window, ring);
 	if (c->sources < 0 || c->sources > TF_KV_MAX_SRC)
 		return tf_err(TF_ERR_CONFIG, "kv: %d sources (0..%d)", c->sources, TF_KV_MAX_SRC);
 	for (int s = 0; s < c->sources; s++)
@@ -86,6 +89,13 @@ void tf_kv_free(struct tf_kv *kv)
 	free(kv);
 }
 
+/* Carry groups kept per ratio-2 source: a pass's group starts (ring -
+ * window positions at most) must not share a carry. */
+static int64_t carry_groups(const struct tf_kv *kv)
+{
+	return kv->cfg.ring / 2 > TF_KV_CARRY ? kv->cfg.ring / 2 : TF_KV_CARRY;
+}
+
 /* The store's tensors, zeroed by the backend. */
 static tf_status store_new(struct tf_kv *kv)
 {
@@ -98,9 +108,9 @@ static tf_status store_new(struct tf_kv *kv)
 	st->pool_row = (struct tf_rowfmt){c->pool_fmt, c->dim, c->rope, 0};
 	st->ik_row = (struct tf_rowfmt){c->index_fmt, c->index_dim, 0, 1};
 	int64_t wb = (int64_t)tf_rowfmt_bytes(&st->win), ring = slots * (c->layers ? c->layers : 1);
-	if ((rc = tf_be_tensor(be, &st->ring, TF_DT_U8, 2, ring * TF_KV_RING, wb)) ||
+	if ((rc = tf_be_tensor(be, &st->ring, TF_DT_U8, 2, ring * c->ring, wb)) ||
 	    (rc = tf_be_tensor(be, &st->carry, TF_DT_F32, 2,
-			       slots * (c->sources ? c->sources : 1) * TF_KV_CARRY * 2,
+			       slots * (c->sources ? c->sources : 1) * carry_groups(kv) * 2,
 			       (int64_t)c->dim)) ||
 	    (rc = tf_be_tensor(be, &st->pt, TF_DT_I32, 2, slots, kv->max_pages ? kv->max_pages : 1)))
 		return rc;
@@ -125,6 +135,8 @@ tf_status tf_kv_new(struct tf_be *be, const struct tf_kv_config *cfg, struct tf_
 	if (!kv)
 		return tf_err(TF_ERR_NOMEM, "kv: out of memory");
 	kv->cfg = *cfg;
+	if (!kv->cfg.ring)
+		kv->cfg.ring = TF_KV_RING;
 	kv->be = be;
 	if (!cfg->sources)
 		kv->cfg.pages = 0;
@@ -292,7 +304,7 @@ tf_status tf_kv_rollback(struct tf_kv *kv, int seq, int64_t pos)
 	if (!q || pos < 0 || pos > q->len)
 		return tf_err(TF_ERR_ARG, "kv: roll sequence %d back to %lld (length %lld)", seq,
 			      (long long)pos, q ? (long long)q->len : 0LL);
-	int64_t depth = TF_KV_RING - kv->cfg.window;
+	int64_t depth = kv->cfg.ring - kv->cfg.window;
 	if (q->len - pos > depth && pos > 0)
 		return tf_err(TF_ERR_RANGE,
 			      "kv: rolling back %lld positions; the window ring keeps %lld",
@@ -307,12 +319,12 @@ tf_status tf_kv_rollback(struct tf_kv *kv, int seq, int64_t pos)
 /* The ring rows of one slot, and its carry rows. */
 static int64_t ring_rows(const struct tf_kv *kv)
 {
-	return (int64_t)(kv->cfg.layers ? kv->cfg.layers : 1) * TF_KV_RING;
+	return (int64_t)(kv->cfg.layers ? kv->cfg.layers : 1) * kv->cfg.ring;
 }
 
 static int64_t carry_rows(const struct tf_kv *kv)
 {
-	return (int64_t)(kv->cfg.sources ? kv->cfg.sources : 1) * TF_KV_CARRY * 2;
+	return (int64_t)(kv->cfg.sources ? kv->cfg.sources : 1) * carry_groups(kv) * 2;
 }
 
 tf_status tf_kv_fork(struct tf_kv *kv, int src, int *dst)
@@ -350,12 +362,13 @@ tf_status tf_kv_fork(struct tf_kv *kv, int src, int *dst)
 
 int64_t tf_kv_window_row(const struct tf_kv *kv, int seq, int layer, int64_t pos)
 {
-	return (int64_t)seq * ring_rows(kv) + (int64_t)layer * TF_KV_RING + pos % TF_KV_RING;
+	return (int64_t)seq * ring_rows(kv) + (int64_t)layer * kv->cfg.ring + pos % kv->cfg.ring;
 }
 
 int64_t tf_kv_carry_row(const struct tf_kv *kv, int seq, int src, int64_t pos)
 {
-	return (int64_t)seq * carry_rows(kv) + ((int64_t)src * TF_KV_CARRY + (pos / 2) % TF_KV_CARRY) * 2;
+	int64_t g = carry_groups(kv);
+	return (int64_t)seq * carry_rows(kv) + ((int64_t)src * g + (pos / 2) % g) * 2;
 }
 
 int tf_kv_page_rows(const struct tf_kv *kv, int src)

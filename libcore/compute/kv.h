@@ -35,8 +35,8 @@
 #include "compute/ops.h"
 
 #define TF_KV_PAGE 256      /* positions per page */
-#define TF_KV_RING 256      /* window ring rows per layer */
-#define TF_KV_CARRY 128     /* carry groups kept per ratio-2 source */
+#define TF_KV_RING 256      /* window ring rows per layer, unless the config says */
+#define TF_KV_CARRY 128     /* carry groups kept per ratio-2 source (ring / 2 when more) */
 #define TF_KV_MAX_SRC 8
 
 
@@ -45,7 +45,10 @@ struct tf_kv_config {
 	int dim;           /* latent width (512) */
 	int rope;          /* its bf16 RoPE tail (64) */
 	int index_dim;     /* index key width (128) */
-	int window;        /* attention window (128), at most TF_KV_RING */
+	int window;        /* attention window (128), at most the ring */
+	int ring;          /* window ring rows per layer (0: TF_KV_RING): a call's
+			    * pass holds at most ring - window rows of a sequence,
+			    * and a rollback goes back at most as far */
 	int sources;       /* KV sources (4) */
 	int ratio[TF_KV_MAX_SRC];     /* each source's compression ratio, 1 or 2 */
 	enum tf_kv_row_fmt window_fmt;/* TF_KV_FP8 (default) or TF_KV_BF16 (unquantised) */
@@ -64,10 +67,10 @@ struct tf_be;
  * backend's ops (cache_write, cache_read, rows_copy, page_rows). Rows are
  * addressed by the row functions below. */
 struct tf_kv_store {
-	struct tf_tensor ring;                /* u8 [slots * layers * TF_KV_RING, win bytes] */
+	struct tf_tensor ring;                /* u8 [slots * layers * ring, win bytes] */
 	struct tf_tensor pool[TF_KV_MAX_SRC]; /* u8 [pages * TF_KV_PAGE / r, pool bytes] */
 	struct tf_tensor ik[TF_KV_MAX_SRC];   /* u8 [pages * TF_KV_PAGE / r, key bytes] */
-	struct tf_tensor carry;               /* f32 [slots * sources * TF_KV_CARRY * 2, dim]:
+	struct tf_tensor carry;               /* f32 [slots * sources * carry groups * 2, dim]:
 					       * u then g of each ratio-2 group start */
 	struct tf_tensor pt;                  /* i32 [slots, max pages]: the page tables */
 	struct tf_rowfmt win, pool_row, ik_row;
@@ -105,7 +108,7 @@ int64_t tf_kv_free_pages(const struct tf_kv *kv);
 
 /* Row addresses (host arithmetic over the host's bookkeeping; seq open,
  * layer and src in range: not checked). The ring row of `layer` at pos
- * (slot pos mod TF_KV_RING of the sequence's ring: callers read only p -
+ * (slot pos mod the ring of the sequence's ring: callers read only p -
  * window + 1 .. p); the carry row of u for the ratio-2 group starting at
  * even pos (g is the next row); the pool and index-key rows of a page
  * (TF_KV_PAGE / r); and the sequence's page table in the store, i32

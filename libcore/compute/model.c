@@ -211,7 +211,9 @@ static uint64_t kv_bytes(struct tf_kv *kv)
 
 /* Room left on the device for the scratch of a forward call and the
  * backend's workspaces, beyond the weights and the cache. */
-#define MODEL_DEVICE_SPARE ((uint64_t)1 << 30)
+#define MODEL_DEVICE_SPARE ((uint64_t)3 << 30)
+/* The window ring on a device (model.h opts.ring). */
+#define MODEL_DEVICE_RING 1024
 
 static double gib(uint64_t b)
 {
@@ -297,6 +299,7 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 	kc.window_fmt = o.window_fmt;
 	kc.pool_fmt = o.pool_fmt;
 	kc.index_fmt = o.index_fmt;
+	kc.ring = o.ring ? o.ring : m->device ? MODEL_DEVICE_RING : TF_KV_RING;
 	if ((st = tf_kv_new(m->be, &kc, &m->kv)))
 		goto fail;
 	m->bytes.kv = kv_bytes(m->kv);

@@ -47,6 +47,9 @@ struct tf_model_opts {
 	int64_t pages;             /* cache pages of 256 positions (0: enough for
 				    * every slot at max_positions) */
 	enum tf_kv_row_fmt window_fmt, pool_fmt, index_fmt; /* cache formats (0: FP8) */
+	int ring;                  /* window ring rows per layer (kv.h; 0: 256 on the
+				    * CPU, 1024 on cuda, where a longer pass of a
+				    * prompt reads the experts' weights fewer times) */
 	int rank, world;           /* tensor-parallel rank of world (0, 0: rank 0 of 1) */
 	struct tf_comm *comm;      /* world > 1: the rank's collectives (host memory;
 				    * borrowed, outlives the model) */

@@ -28,9 +28,12 @@ static void drop_pack(void)
 	tinypack_drop(&pk);
 }
 
+static int ring_rows;         /* opts.ring of open_model (0: the default) */
+static int64_t positions = 64; /* opts.max_positions of open_model */
+
 static struct tf_model *open_model(void)
 {
-	struct tf_model_opts o = {.threads = 2, .slots = 4, .max_positions = 64,
+	struct tf_model_opts o = {.threads = 2, .slots = 4, .max_positions = positions, .ring = ring_rows,
 				  .window_fmt = TF_KV_BF16, .pool_fmt = TF_KV_BF16,
 				  .index_fmt = TF_KV_BF16};
 	struct tf_model *m;
@@ -276,6 +279,49 @@ START_TEST(forward_sample_draws_as_the_host)
 }
 END_TEST
 
+/* A longer window ring runs a prompt in fewer passes (pass_cap = ring -
+ * window): the logits equal those of the default ring's passes, and a
+ * rollback may go back as far as the ring allows. */
+START_TEST(ring_sets_the_pass)
+{
+	enum { N = 400 }; /* two passes at ring 256 (window 4), one at 512 */
+	make_pack(9);
+	positions = 512;
+	struct tf_model *a = open_model();
+	ring_rows = 512;
+	struct tf_model *b = open_model();
+	ring_rows = 0;
+	positions = 64;
+	uint32_t V = tf_model_config(a)->vocab;
+	float *la = malloc(sizeof(float) * N * V), *lb = malloc(sizeof(float) * N * V);
+	static int32_t tok[N];
+	static int64_t pos[N];
+	static int sq[N];
+	int s;
+	struct tf_model *m[2] = {a, b};
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(tf_model_seq_new(m[k], &s), TF_OK);
+		for (int i = 0; i < N; i++) {
+			tok[i] = (int32_t)((i * 37 + 11) % (int)V);
+			pos[i] = i;
+			sq[i] = s;
+		}
+		ck_assert_int_eq(tf_model_forward(m[k], N, tok, pos, sq, k ? lb : la), TF_OK);
+	}
+	double d = tinypack_rel(lb, la, (size_t)N * V);
+	fprintf(stderr, "%d rows, ring 512 (one pass) against 256 (two): %.3g\n", N, d);
+	ck_assert(d < 1e-5);
+	/* the rollback depth is the ring's less the window */
+	ck_assert_int_eq(tf_model_seq_rollback(a, s, N - 300), TF_ERR_RANGE);
+	ck_assert_int_eq(tf_model_seq_rollback(b, s, N - 300), TF_OK);
+	free(la);
+	free(lb);
+	tf_model_free(a);
+	tf_model_free(b);
+	drop_pack();
+}
+END_TEST
+
 START_TEST(bad_packs_refused)
 {
 	struct tf_model *m = (struct tf_model *)1;
@@ -312,6 +358,7 @@ Suite *suite_cpu_model(void)
 	tcase_add_test(tc, long_prefill_matches_decode);
 	tcase_add_test(tc, synthetic_weights);
 	tcase_add_test(tc, forward_sample_draws_as_the_host);
+	tcase_add_test(tc, ring_sets_the_pass);
 	tcase_add_test(tc, bad_packs_refused);
 	suite_add_tcase(s, tc);
 	return s;
