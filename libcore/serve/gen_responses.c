@@ -38,7 +38,8 @@ static json_t *part_json(const struct resp_item *it, bool done)
 /* An output item as the client sees it: whole once done, empty before. */
 static json_t *item_json(struct tf_gen *g, const struct resp_item *it, bool done)
 {
-	const char *status = done ? "completed" : "in_progress";
+	bool cut = g->res.end == TF_ENGINE_LENGTH && it == &g->resp.items[g->resp.n - 1];
+	const char *status = !done ? "in_progress" : cut ? "incomplete" : "completed";
 	if (it->kind == TF_DELTA_CALL) {
 		const struct call *c = &g->calls[it->call];
 		const char *args = done && c->args.data ? c->args.data : done ? "{}" : "";
