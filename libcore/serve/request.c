@@ -243,6 +243,54 @@ static tf_status guides_check(struct tf_req *r)
 	return TF_OK;
 }
 
+/* Strict tools and forced calls (after the tools and any other guide are
+ * read): force is the tool's name, "" for any tool, NULL for the model's
+ * choice. The call block's grammar is the guide (serve/constrain.c). */
+static tf_status tools_guide(struct tf_req *r, const char *force)
+{
+	if (!r->tools)
+		return TF_OK;
+	bool strict = false;
+	size_t i;
+	const json_t *t;
+	json_array_foreach(r->tools, i, t)
+		strict |= json_is_true(json_object_get(json_object_get(t, "function"), "strict"));
+	if (!strict && !force)
+		return TF_OK;
+	const char *why = force ? "tool_choice" : "tools";
+	if (force && *force) {
+		bool found = false;
+		json_array_foreach(r->tools, i, t)
+			found |= !strcmp(json_string_value(json_object_get(json_object_get(t, "function"),
+									  "name")), force);
+		if (!found)
+			return BAD(r, "tool_choice", "tool_choice names '%s', which is not among the tools", force);
+	}
+	if (r->guide != TF_GUIDE_NONE)
+		return BAD(r, why, "%s and %s cannot be given together: a %s call is constrained to its "
+			   "schema", r->guide_param, strict ? "strict tools" : "a forced tool call",
+			   strict ? "strict" : "forced");
+	r->guide = TF_GUIDE_TOOLS;
+	r->guide_value = r->tools;
+	r->guide_param = why;
+	r->force = force;
+	return guides_check(r);
+}
+
+/* OpenAI's tool_choice: "required" forces a call, {type: function,
+ * function: {name}} (or Responses' {type: function, name}) that one. */
+static const char *openai_force(const json_t *choice)
+{
+	const char *s = json_string_value(choice);
+	if (s)
+		return !strcmp(s, "required") ? "" : NULL;
+	const char *type = json_string_value(json_object_get(choice, "type"));
+	const char *name = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+	if (!name)
+		name = json_string_value(json_object_get(choice, "name"));
+	return type && !strcmp(type, "function") && name ? name : NULL;
+}
+
 static tf_status max_tokens(struct tf_req *r, const char *key)
 {
 	return integer(r, key, 1, INT32_MAX, NULL, &r->max_tokens);
@@ -293,7 +341,7 @@ static tf_status parse_chat(struct tf_req *r)
 	const char *cs = json_string_value(choice);
 	if (json_array_size(tools) && !(cs && !strcmp(cs, "none")))
 		r->tools = tools;
-	if ((rc = guides(r)))
+	if ((rc = guides(r)) || (rc = tools_guide(r, openai_force(choice))))
 		return rc;
 	r->chat = json_incref(r->body);
 	return TF_OK;
@@ -525,7 +573,13 @@ static tf_status anthropic_tools(struct tf_req *r)
 		json_object_set_new(r->chat, "tool_choice", json_string("none"));
 	else if (json_array_size(conv))
 		r->tools = conv;
-	return TF_OK;
+	if (ct && strcmp(ct, "none") && strcmp(ct, "auto") && strcmp(ct, "any") && strcmp(ct, "tool"))
+		return BAD(r, "tool_choice", "tool_choice type must be auto, any, tool or none");
+	const char *name = json_string_value(json_object_get(choice, "name"));
+	if (ct && !strcmp(ct, "tool") && !name)
+		return BAD(r, "tool_choice", "tool_choice of type tool needs a name");
+	return r->api == TF_API_COUNT_TOKENS ? TF_OK
+		: tools_guide(r, ct && !strcmp(ct, "any") ? "" : ct && !strcmp(ct, "tool") ? name : NULL);
 }
 
 static tf_status parse_messages(struct tf_req *r)
@@ -842,7 +896,7 @@ static tf_status parse_responses(struct tf_req *r)
 	const char *cs = json_string_value(choice);
 	if (json_array_size(tools) && !(cs && !strcmp(cs, "none")))
 		r->tools = tools;
-	if ((rc = resp_format(r)) || (rc = guides_check(r)))
+	if ((rc = resp_format(r)) || (rc = guides_check(r)) || (rc = tools_guide(r, openai_force(choice))))
 		return rc;
 	return TF_OK;
 }

@@ -32,6 +32,7 @@ enum tf_req_guide {
 	TF_GUIDE_SCHEMA, /* a JSON schema: json_schema, guided_json, a strict tool */
 	TF_GUIDE_REGEX,  /* guided_regex */
 	TF_GUIDE_CHOICE, /* guided_choice */
+	TF_GUIDE_TOOLS,  /* strict tools or a forced call: the DSML calls block */
 };
 
 #define TF_REQ_MAX_STOP 16
