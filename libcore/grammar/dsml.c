@@ -89,8 +89,9 @@ static int32_t raw_string(struct gast *t, const char *tool, const char *key, con
 		for (size_t i = 0; ok[i]; i++)
 			fine |= !strcmp(ok[i], k);
 		if (!fine)
-			return refuse(t, tool, key, "is a string with a keyword a DSML string cannot keep "
-				      "(only enum, const, minLength, maxLength)");
+			return gast_fail(t, tf_err(TF_ERR_UNSUPPORTED, "tool '%s': parameter '%s': '%s' is not "
+						   "supported on a string parameter (its raw DSML text keeps only "
+						   "enum, const, minLength and maxLength)", tool, key, k));
 	}
 	if (!json_is_string(json_object_get(s, "type")))
 		return refuse(t, tool, key, "mixes string with other types (a DSML value is read as one)");
