@@ -67,6 +67,30 @@ tf_status tf_grammar_json_object(const struct tf_gvocab *v, struct tf_grammar **
 /* Exactly one of n strings (vLLM's guided_choice); n >= 1. */
 tf_status tf_grammar_choice(const struct tf_gvocab *v, const char *const *choices, size_t n,
 			    struct tf_grammar **out);
+
+/* A tool the DSML grammar may call: params is its parameters schema, or
+ * NULL for any parameters (names and values unchecked). */
+struct tf_gdsml_tool {
+	const char *name;
+	const json_t *params;
+};
+/* DeepSeek-V4.1's DSML tool-call markup (dsv41-text-facts.md):
+ *   content "\n\n"? <｜DSML｜ calls>\n INVOKE (\n INVOKE)* \n</｜DSML｜ calls>
+ *   INVOKE = <｜DSML｜ invoke name="NAME">\n PARAM (\n PARAM)* \n</｜DSML｜ invoke>
+ *   PARAM  = <｜DSML｜ parameter name="K" string="true|false">V</｜DSML｜ parameter>
+ * calling one of the n tools. With a schema, the parameters are its
+ * properties in schema order (the required ones always), each value what
+ * the DSML reader turns into a valid argument: a string-typed property's
+ * raw text (string="true": no '<', its enum, const, minLength and
+ * maxLength kept), any other property's JSON under its schema
+ * (string="false"); a keyword that cannot be kept is TF_ERR_UNSUPPORTED.
+ * forced: the reply is the calls block alone; otherwise content comes
+ * first (any text without "<｜") and the block is optional. */
+tf_status tf_grammar_dsml(const struct tf_gvocab *v, const struct tf_gdsml_tool *tools, size_t n,
+			  bool forced, struct tf_grammar **out);
+/* Whether tf_grammar_dsml can keep params (a tool that is not strict is
+ * called with any parameters where it cannot). */
+bool tf_grammar_dsml_fits(const char *name, const json_t *params);
 void tf_grammar_free(struct tf_grammar *g);
 
 /* The size of the vocabulary g was compiled over. */

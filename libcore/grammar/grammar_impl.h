@@ -4,6 +4,7 @@
 #ifndef TF_GRAMMAR_IMPL_H
 #define TF_GRAMMAR_IMPL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,6 +84,10 @@ int32_t g_cpset(struct gast *t, struct cpset *s);
  * content (JSON Schema's search semantics). what names the source in
  * messages. */
 int32_t grx_parse(struct gast *t, const char *re, size_t n, bool in_string, const char *what);
+
+/* A JSON value valid under schema s (a part of the document root, where
+ * $ref resolves), as a node of t (schema.c). */
+int32_t gschema_value(struct gast *t, const json_t *root, const json_t *s);
 
 /* Compile the tree at root into a grammar over v (takes nothing over). */
 tf_status gauto_new(const struct tf_gvocab *v, struct gast *t, int32_t root, struct tf_grammar **out);

@@ -725,6 +725,12 @@ static int32_t value(struct sc *c, const json_t *s)
 	return r;
 }
 
+int32_t gschema_value(struct gast *t, const json_t *root, const json_t *s)
+{
+	struct sc c = {t, root, 0};
+	return value(&c, s);
+}
+
 tf_status tf_grammar_schema(const struct tf_gvocab *v, const json_t *schema, struct tf_grammar **out)
 {
 	*out = NULL;

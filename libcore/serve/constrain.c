@@ -81,6 +81,35 @@ static tf_status choices(const struct tf_gvocab *v, const json_t *list, struct t
 	return st;
 }
 
+/* The calls block of r's tools (all, or the forced one): strict tools keep
+ * their schema or are refused, the others keep it where it compiles. */
+static tf_status tools(const struct tf_family *f, const struct tf_gvocab *v, const struct tf_req *r,
+		       struct tf_grammar **out)
+{
+	if (strcmp(f->name, "dsv41"))
+		return tf_err(TF_ERR_UNSUPPORTED, "the %s family reads no tool calls (strict and forced "
+			      "tool calls need the DeepSeek-V4.1 family)", f->name);
+	size_t n = json_array_size(r->tools), k = 0, i;
+	struct tf_gdsml_tool *t = tf_alloc_array(n ? n : 1, sizeof(*t));
+	if (!t)
+		return tf_err(TF_ERR_NOMEM, "out of memory");
+	const json_t *x;
+	json_array_foreach(r->tools, i, x) {
+		const json_t *fn = json_object_get(x, "function");
+		const char *name = json_string_value(json_object_get(fn, "name"));
+		const json_t *params = json_object_get(fn, "parameters");
+		if (r->force && *r->force && strcmp(name, r->force))
+			continue;
+		bool strict = json_is_true(json_object_get(fn, "strict"));
+		if (!json_is_object(params) || (!strict && !tf_grammar_dsml_fits(name, params)))
+			params = NULL;
+		t[k++] = (struct tf_gdsml_tool){name, params};
+	}
+	tf_status st = tf_grammar_dsml(v, t, k, r->force != NULL, out);
+	free(t);
+	return st;
+}
+
 tf_status tf_constrain_compile(const struct tf_family *f, const struct tf_req *r,
 			       struct tf_grammar **out)
 {
@@ -106,6 +135,9 @@ tf_status tf_constrain_compile(const struct tf_family *f, const struct tf_req *r
 		break;
 	case TF_GUIDE_CHOICE:
 		st = choices(v, r->guide_value, out);
+		break;
+	case TF_GUIDE_TOOLS:
+		st = tools(f, v, r, out);
 		break;
 	}
 	if (st)

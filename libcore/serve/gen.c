@@ -13,70 +13,24 @@
 #include "base/digest.h"
 #include "base/hmap.h"
 #include "serve/constrain.h"
+#include "serve/gen_impl.h"
 #include "serve/logprobs.h"
 #include "serve/metrics.h"
 
-struct call {
-	char id[40];
-	char *name;
-	struct tf_buf args;
-};
-
-struct tf_gen {
-	const struct tf_gen_env *env;
-	struct tf_req req;
-	bool stream, thinking, anthropic, started, done, closed;
-	struct tf_engine_job *job;
-	struct tf_reader *reader;     /* NULL for completions: all text is content */
-	uint32_t nprompt, max_tokens;
-	char id[48];
-	long long created;
-	struct tf_buf raw;            /* decoded bytes, a character may be cut */
-	struct tf_buf fixed;          /* the complete part, invalid bytes replaced */
-	struct tf_buf head;           /* the chunk prefix up to "delta": / "text": */
-	struct tf_buf held;           /* text held back where a stop string may start */
-	const char *stop_hit;
-	struct tf_buf reasoning, content;
-	struct call *calls;
-	size_t ncalls;
-	int block;                    /* Anthropic: the open block's index, -1 none */
-	int block_kind;               /* its delta kind; for calls the call index */
-	int block_call;
-	int nblocks;
-	struct tf_buf *out;           /* the pump's output */
-	struct tf_engine_result res;
-	uint32_t reasoning_tokens;
-	bool saw_answer, reader_final;
-	bool timing;                  /* stamp token-bearing frames with the token's make time */
-	double t_made;                /* when the token being turned into text was made */
-	double t_start, t_last_write, t_last_event, t_end;
-	uint32_t events;
-	uint32_t nread;               /* completion tokens pumped */
-	double itl_sum, itl_max;
-	uint32_t itl_n[TF_METRICS_NB + 1];
-	/* Log-probabilities (OpenAI routes, when asked): entries not yet
-	 * written; a stream sends them with its next chunk, a whole reply all
-	 * at the end. */
-	bool lp;
-	struct tf_lpout lpo;
-	size_t lp_read;               /* tokens whose logprobs were taken */
-	struct tf_engine_logprob *lpv;/* scratch for one read */
-};
-
-static double now_s(void)
+double tf_gen_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void random_hex(char *out, size_t nbytes)
+void tf_gen_hex(char *out, size_t nbytes)
 {
 	uint8_t b[32];
 	if (nbytes > sizeof(b))
 		nbytes = sizeof(b);
 	if (getrandom(b, nbytes, 0) != (ssize_t)nbytes) { /* never in practice; stay unique-ish */
-		uint64_t t = (uint64_t)(now_s() * 1e9);
+		uint64_t t = (uint64_t)(tf_gen_now() * 1e9);
 		for (size_t i = 0; i < nbytes; i++)
 			b[i] = (uint8_t)(t >> (8 * (i % 8))) ^ (uint8_t)i;
 	}
@@ -105,14 +59,14 @@ static const char *anthropic_type(int status)
 
 /* Reals with 9 significant digits: every float (logprobs) round-trips,
  * without the noise of its nearest double. */
-static char *dump(json_t *v)
+char *tf_gen_dump(json_t *v)
 {
 	char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(v);
 	return s;
 }
 
-static json_t *error_json(bool anthropic, int status, const char *kind, const char *code,
+json_t *tf_gen_error_json(bool anthropic, int status, const char *kind, const char *code,
 			  const char *param, const char *msg)
 {
 	if (anthropic)
@@ -139,19 +93,19 @@ void tf_reply_error(struct tf_reply *r, bool anthropic, int status, const char *
 	tf_buf_reset(&r->body);
 	r->status = status;
 	r->type = "application/json";
-	char *s = dump(error_json(anthropic, status, kind, code, param, msg));
+	char *s = tf_gen_dump(tf_gen_error_json(anthropic, status, kind, code, param, msg));
 	if (s)
 		tf_buf_puts(&r->body, s);
 	free(s);
 }
 
 /* SSE frames. */
-static void sse_data(struct tf_gen *g, json_t *v)
+void tf_gen_sse(struct tf_gen *g, json_t *v)
 {
-	char *s = dump(v);
+	char *s = tf_gen_dump(v);
 	if (!s)
 		return;
-	if (g->anthropic) {
+	if (g->anthropic || g->req.api == TF_API_RESPONSES) {
 		const char *type = strstr(s, "\"type\":\"");
 		const char *end = type ? strchr(type + 8, '"') : NULL;
 		if (end)
@@ -161,7 +115,7 @@ static void sse_data(struct tf_gen *g, json_t *v)
 	tf_buf_puts(g->out, s);
 	tf_buf_puts(g->out, "\n\n");
 	free(s);
-	g->t_last_write = now_s();
+	g->t_last_write = tf_gen_now();
 }
 
 static json_t *chunk(struct tf_gen *g, json_t *choice)
@@ -172,9 +126,9 @@ static json_t *chunk(struct tf_gen *g, json_t *choice)
 			 (json_int_t)g->created, "model", g->env->model, "choices", choice);
 }
 
-static void note_event(struct tf_gen *g)
+void tf_gen_note_event(struct tf_gen *g)
 {
-	double t = now_s();
+	double t = tf_gen_now();
 	if (g->events) {
 		double gap = t - g->t_last_event;
 		g->itl_sum += gap;
@@ -211,9 +165,9 @@ static void block_close(struct tf_gen *g)
 	if (g->block < 0)
 		return;
 	if (g->block_kind == TF_DELTA_REASONING)
-		sse_data(g, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index",
+		tf_gen_sse(g, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index",
 				      g->block, "delta", "type", "signature_delta", "signature", ""));
-	sse_data(g, json_pack("{s:s,s:i}", "type", "content_block_stop", "index", g->block));
+	tf_gen_sse(g, json_pack("{s:s,s:i}", "type", "content_block_stop", "index", g->block));
 	g->block = -1;
 }
 
@@ -233,7 +187,7 @@ static void block_open(struct tf_gen *g, enum tf_delta_kind kind, int call)
 	else
 		cb = json_pack("{s:s,s:s,s:s,s:{}}", "type", "tool_use", "id", g->calls[call].id, "name",
 			       g->calls[call].name, "input");
-	sse_data(g, json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", g->block,
+	tf_gen_sse(g, json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", g->block,
 			      "content_block", cb));
 }
 
@@ -244,18 +198,18 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 	if (g->anthropic) {
 		if (d->kind == TF_DELTA_ARGS) {
 			block_open(g, TF_DELTA_CALL, d->index);
-			sse_data(g, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index",
+			tf_gen_sse(g, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index",
 					      g->block, "delta", "type", "input_json_delta", "partial_json", text));
 		} else if (d->kind == TF_DELTA_CALL) {
 			block_open(g, TF_DELTA_CALL, d->index);
 		} else {
 			block_open(g, d->kind, 0);
 			bool th = d->kind == TF_DELTA_REASONING;
-			sse_data(g, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index",
+			tf_gen_sse(g, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index",
 					      g->block, "delta", "type", th ? "thinking_delta" : "text_delta",
 					      th ? "thinking" : "text", text));
 		}
-		note_event(g);
+		tf_gen_note_event(g);
 		return;
 	}
 	/* The frequent frames, written directly: the same bytes jansson would
@@ -282,8 +236,8 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 			lp_flush(g, g->out);
 		}
 		tf_buf_puts(g->out, ",\"finish_reason\":null}]}\n\n");
-		g->t_last_write = now_s();
-		note_event(g);
+		g->t_last_write = tf_gen_now();
+		tf_gen_note_event(g);
 		return;
 	}
 	json_t *delta;
@@ -291,8 +245,8 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 		json_t *choice = json_pack("{s:i,s:s,s:n}", "index", 0, "text", text, "finish_reason");
 		if (g->lp)
 			json_object_set_new(choice, "logprobs", lp_json(g));
-		sse_data(g, chunk(g, choice));
-		note_event(g);
+		tf_gen_sse(g, chunk(g, choice));
+		tf_gen_note_event(g);
 		return;
 	}
 	switch (d->kind) {
@@ -315,8 +269,8 @@ static void stream_delta(struct tf_gen *g, const struct tf_delta *d, const char 
 	json_t *choice = json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "finish_reason");
 	if (g->lp)
 		json_object_set_new(choice, "logprobs", lp_json(g));
-	sse_data(g, chunk(g, choice));
-	note_event(g);
+	tf_gen_sse(g, chunk(g, choice));
+	tf_gen_note_event(g);
 }
 
 static tf_status on_delta(void *ctx, const struct tf_delta *d)
@@ -353,7 +307,7 @@ static tf_status on_delta(void *ctx, const struct tf_delta *d)
 			strcpy(c->id, d->id);
 		} else {
 			strcpy(c->id, g->anthropic ? "toolu_" : "call_");
-			random_hex(c->id + strlen(c->id), 12);
+			tf_gen_hex(c->id + strlen(c->id), 12);
 		}
 		c->name = tf_strdup(d->name ? d->name : "");
 		break;
@@ -365,7 +319,9 @@ static tf_status on_delta(void *ctx, const struct tf_delta *d)
 			rc = tf_buf_append(&g->calls[d->index].args, d->text, d->len);
 		break;
 	}
-	if (!rc && g->stream)
+	if (!rc && g->req.api == TF_API_RESPONSES)
+		rc = tf_resp_delta(g, d);
+	else if (!rc && g->stream)
 		stream_delta(g, d, text);
 	free(text);
 	return rc;
@@ -506,20 +462,24 @@ static void stream_close(struct tf_gen *g)
 {
 	const char *seq;
 	const char *fr = finish_reason(g, &seq);
+	if (g->req.api == TF_API_RESPONSES) {
+		tf_resp_close(g);
+		return;
+	}
 	if (g->anthropic) {
 		block_close(g);
 		if (failed(g)) {
 			int status = g->res.halted ? 503 : 500;
-			sse_data(g, error_json(true, status, "server_error", NULL, NULL, fail_message(g)));
+			tf_gen_sse(g, tf_gen_error_json(true, status, "server_error", NULL, NULL, fail_message(g)));
 			return;
 		}
-		sse_data(g, json_pack("{s:s,s:{s:s,s:s?},s:o}", "type", "message_delta", "delta",
+		tf_gen_sse(g, json_pack("{s:s,s:{s:s,s:s?},s:o}", "type", "message_delta", "delta",
 				      "stop_reason", fr, "stop_sequence", seq, "usage", usage_json(g)));
-		sse_data(g, json_pack("{s:s}", "type", "message_stop"));
+		tf_gen_sse(g, json_pack("{s:s}", "type", "message_stop"));
 		return;
 	}
 	if (failed(g)) {
-		sse_data(g, error_json(false, 500, "server_error",
+		tf_gen_sse(g, tf_gen_error_json(false, 500, "server_error",
 				       g->res.halted ? "server_restarting" : NULL, NULL, fail_message(g)));
 	} else {
 		json_t *choice = g->req.api == TF_API_CHAT
@@ -529,12 +489,12 @@ static void stream_close(struct tf_gen *g)
 			json_object_set_new(choice, "logprobs", lp_json(g));
 		json_t *c = chunk(g, choice);
 		json_object_set_new(c, "tf", extras_json(g));
-		sse_data(g, c);
+		tf_gen_sse(g, c);
 		if (g->req.include_usage) {
 			json_t *u = chunk(g, json_object());
 			json_array_clear(json_object_get(u, "choices"));
 			json_object_set_new(u, "usage", usage_json(g));
-			sse_data(g, u);
+			tf_gen_sse(g, u);
 		}
 	}
 	tf_buf_puts(g->out, "data: [DONE]\n\n");
@@ -542,17 +502,19 @@ static void stream_close(struct tf_gen *g)
 
 static void stream_open(struct tf_gen *g)
 {
-	if (g->anthropic) {
-		sse_data(g, json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i}}}", "type",
+	if (g->req.api == TF_API_RESPONSES) {
+		tf_resp_open(g);
+	} else if (g->anthropic) {
+		tf_gen_sse(g, json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i}}}", "type",
 				      "message_start", "message", "id", g->id, "type", "message", "role",
 				      "assistant", "model", g->env->model, "content", "stop_reason",
 				      "stop_sequence", "usage", "input_tokens", (int)g->nprompt,
 				      "output_tokens", 0));
 	} else if (g->req.api == TF_API_CHAT) {
-		sse_data(g, chunk(g, json_pack("{s:i,s:{s:s},s:n}", "index", 0, "delta", "role",
+		tf_gen_sse(g, chunk(g, json_pack("{s:i,s:{s:s},s:n}", "index", 0, "delta", "role",
 					       "assistant", "finish_reason")));
 	}
-	g->t_last_write = now_s();
+	g->t_last_write = tf_gen_now();
 }
 
 /* Reasoning memory. */
@@ -784,7 +746,8 @@ static tf_status prompt_ids(struct tf_gen *g, int32_t **ids, size_t *n)
 static tf_status completion_limit(struct tf_gen *g, size_t n, struct tf_reply *err)
 {
 	const struct tf_gen_env *env = g->env;
-	const char *where = g->req.api == TF_API_COMPLETIONS ? "prompt" : "messages";
+	const char *where = g->req.api == TF_API_COMPLETIONS ? "prompt"
+		: g->req.api == TF_API_RESPONSES ? "input" : "messages";
 	uint64_t want = (uint64_t)g->req.max_tokens;
 	if (n == 0) {
 		tf_reply_error(err, g->anthropic, 400, "invalid_request_error", NULL, where,
@@ -876,10 +839,11 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	g->anthropic = anthropic;
 	g->stream = g->req.stream;
 	g->block = -1;
-	g->t_start = now_s();
+	g->t_start = tf_gen_now();
 	g->created = (long long)time(NULL);
-	strcpy(g->id, anthropic ? "msg_" : g->req.api == TF_API_CHAT ? "chatcmpl-" : "cmpl-");
-	random_hex(g->id + strlen(g->id), 12);
+	strcpy(g->id, anthropic ? "msg_" : g->req.api == TF_API_CHAT ? "chatcmpl-"
+	       : g->req.api == TF_API_RESPONSES ? "resp_" : "cmpl-");
+	tf_gen_hex(g->id + strlen(g->id), 12);
 	if (!anthropic)
 		chunk_head(g);
 	if ((rc = prompt_ids(g, &ids, &n))) {
@@ -966,7 +930,7 @@ tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *d
 		tf_engine_job_result(g->job, &g->res);
 		if (g->stop_hit && g->res.end == TF_ENGINE_CANCELLED)
 			g->res.end = TF_ENGINE_EOS;
-		g->t_end = now_s();
+		g->t_end = tf_gen_now();
 		if (g->stream)
 			stream_close(g);
 		remember(g);
@@ -975,12 +939,12 @@ tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *d
 		goto out;
 	}
 	*done = false;
-	if (g->stream && g->env->keepalive_s > 0 && now_s() - g->t_last_write >= g->env->keepalive_s) {
+	if (g->stream && g->env->keepalive_s > 0 && tf_gen_now() - g->t_last_write >= g->env->keepalive_s) {
 		if (g->anthropic)
 			tf_buf_puts(g->out, "event: ping\ndata: {\"type\": \"ping\"}\n\n");
 		else
 			tf_buf_puts(g->out, ": keepalive\n\n");
-		g->t_last_write = now_s();
+		g->t_last_write = tf_gen_now();
 	}
 out:
 	tf_buf_release(&sink);
@@ -1009,6 +973,10 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r)
 			       g->res.halted ? "server_restarting" : NULL, NULL, "%s", fail_message(g));
 		if (g->res.halted)
 			r->retry_after = 30;
+		return;
+	}
+	if (g->req.api == TF_API_RESPONSES) {
+		tf_resp_reply(g, r);
 		return;
 	}
 	const char *seq;
@@ -1062,7 +1030,7 @@ void tf_gen_reply(struct tf_gen *g, struct tf_reply *r)
 	if (g->lp) /* the choice's log-probabilities, only when asked (as the reference) */
 		json_object_set_new(json_array_get(json_object_get(v, "choices"), 0), "logprobs",
 				    lp_json(g));
-	char *s = dump(v);
+	char *s = tf_gen_dump(v);
 	if (!s) {
 		tf_reply_error(r, g->anthropic, 500, "server_error", NULL, NULL, "out of memory");
 		return;
@@ -1108,7 +1076,7 @@ void tf_gen_outcome(struct tf_gen *g, struct tf_gen_outcome *o)
 		.delivered = r.completion,
 		.reasoning = g->reasoning_tokens,
 		.ttft_s = r.ttft_s,
-		.e2e_s = (g->t_end ? g->t_end : now_s()) - g->t_start,
+		.e2e_s = (g->t_end ? g->t_end : tf_gen_now()) - g->t_start,
 		.queued_s = r.queued_s,
 		.prefill_s = r.prefill_s,
 		.decode_s = r.decode_s,
@@ -1135,6 +1103,7 @@ void tf_gen_free(struct tf_gen *g)
 	tf_buf_release(&g->content);
 	free(g->lpv);
 	tf_lpout_release(&g->lpo);
+	tf_resp_release(&g->resp);
 	for (size_t i = 0; i < g->ncalls; i++) {
 		free(g->calls[i].name);
 		tf_buf_release(&g->calls[i].args);

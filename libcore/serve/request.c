@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
 
 /* A refusal: the 400 message. The reference names a parameter only for
  * context and vocabulary refusals, so param is recorded by those alone. */
@@ -167,6 +168,8 @@ static tf_status guide_set(struct tf_req *r, const char *key, enum tf_req_guide 
 	return TF_OK;
 }
 
+static tf_status guides_check(struct tf_req *r);
+
 /* response_format and vLLM's guided_json, guided_regex, guided_choice. */
 static tf_status guides(struct tf_req *r)
 {
@@ -224,6 +227,12 @@ static tf_status guides(struct tf_req *r)
 		if ((rc = guide_set(r, "guided_choice", TF_GUIDE_CHOICE, gc)))
 			return rc;
 	}
+	return guides_check(r);
+}
+
+/* What a constraint cannot go with. */
+static tf_status guides_check(struct tf_req *r)
+{
 	if (r->guide == TF_GUIDE_NONE)
 		return TF_OK;
 	if (r->ignore_eos)
@@ -232,6 +241,54 @@ static tf_status guides(struct tf_req *r)
 	if (r->logprobs)
 		return BAD(r, "logprobs", "logprobs are not available with %s", r->guide_param);
 	return TF_OK;
+}
+
+/* Strict tools and forced calls (after the tools and any other guide are
+ * read): force is the tool's name, "" for any tool, NULL for the model's
+ * choice. The call block's grammar is the guide (serve/constrain.c). */
+static tf_status tools_guide(struct tf_req *r, const char *force)
+{
+	if (!r->tools)
+		return TF_OK;
+	bool strict = false;
+	size_t i;
+	const json_t *t;
+	json_array_foreach(r->tools, i, t)
+		strict |= json_is_true(json_object_get(json_object_get(t, "function"), "strict"));
+	if (!strict && !force)
+		return TF_OK;
+	const char *why = force ? "tool_choice" : "tools";
+	if (force && *force) {
+		bool found = false;
+		json_array_foreach(r->tools, i, t)
+			found |= !strcmp(json_string_value(json_object_get(json_object_get(t, "function"),
+									  "name")), force);
+		if (!found)
+			return BAD(r, "tool_choice", "tool_choice names '%s', which is not among the tools", force);
+	}
+	if (r->guide != TF_GUIDE_NONE)
+		return BAD(r, why, "%s and %s cannot be given together: a %s call is constrained to its "
+			   "schema", r->guide_param, strict ? "strict tools" : "a forced tool call",
+			   strict ? "strict" : "forced");
+	r->guide = TF_GUIDE_TOOLS;
+	r->guide_value = r->tools;
+	r->guide_param = why;
+	r->force = force;
+	return guides_check(r);
+}
+
+/* OpenAI's tool_choice: "required" forces a call, {type: function,
+ * function: {name}} (or Responses' {type: function, name}) that one. */
+static const char *openai_force(const json_t *choice)
+{
+	const char *s = json_string_value(choice);
+	if (s)
+		return !strcmp(s, "required") ? "" : NULL;
+	const char *type = json_string_value(json_object_get(choice, "type"));
+	const char *name = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+	if (!name)
+		name = json_string_value(json_object_get(choice, "name"));
+	return type && !strcmp(type, "function") && name ? name : NULL;
 }
 
 static tf_status max_tokens(struct tf_req *r, const char *key)
@@ -284,7 +341,7 @@ static tf_status parse_chat(struct tf_req *r)
 	const char *cs = json_string_value(choice);
 	if (json_array_size(tools) && !(cs && !strcmp(cs, "none")))
 		r->tools = tools;
-	if ((rc = guides(r)))
+	if ((rc = guides(r)) || (rc = tools_guide(r, openai_force(choice))))
 		return rc;
 	r->chat = json_incref(r->body);
 	return TF_OK;
@@ -516,7 +573,13 @@ static tf_status anthropic_tools(struct tf_req *r)
 		json_object_set_new(r->chat, "tool_choice", json_string("none"));
 	else if (json_array_size(conv))
 		r->tools = conv;
-	return TF_OK;
+	if (ct && strcmp(ct, "none") && strcmp(ct, "auto") && strcmp(ct, "any") && strcmp(ct, "tool"))
+		return BAD(r, "tool_choice", "tool_choice type must be auto, any, tool or none");
+	const char *name = json_string_value(json_object_get(choice, "name"));
+	if (ct && !strcmp(ct, "tool") && !name)
+		return BAD(r, "tool_choice", "tool_choice of type tool needs a name");
+	return r->api == TF_API_COUNT_TOKENS ? TF_OK
+		: tools_guide(r, ct && !strcmp(ct, "any") ? "" : ct && !strcmp(ct, "tool") ? name : NULL);
 }
 
 static tf_status parse_messages(struct tf_req *r)
@@ -542,6 +605,298 @@ static tf_status parse_messages(struct tf_req *r)
 	if (!mt || json_is_null(mt))
 		return BAD(r, "max_tokens", "max_tokens: Field required");
 	if ((rc = max_tokens(r, "max_tokens")) || (rc = stops(r, "stop_sequences")))
+		return rc;
+	return TF_OK;
+}
+
+/* The Responses API. */
+
+/* A Responses message's content (a string or input_text / output_text
+ * parts) as chat content: the string, or text parts. */
+static tf_status resp_content(struct tf_req *r, const json_t *c, const char *what, json_t **out)
+{
+	if (json_is_string(c)) {
+		*out = json_incref((json_t *)c);
+		return TF_OK;
+	}
+	if (!json_is_array(c))
+		return BAD(r, "input", "%s.content must be a string or a list of content parts", what);
+	json_t *parts = json_array();
+	size_t i;
+	const json_t *p;
+	json_array_foreach(c, i, p) {
+		const char *t = json_string_value(json_object_get(p, "type"));
+		const json_t *text = json_object_get(p, "text");
+		if (t && (!strcmp(t, "input_text") || !strcmp(t, "output_text") || !strcmp(t, "text")) &&
+		    json_is_string(text)) {
+			json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", text));
+		} else if (t && !strcmp(t, "input_image")) {
+			json_array_append_new(parts, json_pack("{s:s,s:{s:s}}", "type", "image_url",
+							       "image_url", "url", "data:image"));
+		} else {
+			json_decref(parts);
+			return BAD(r, "input", "%s.content[%zu]: content type '%s' is not served here", what,
+				   i, t ? t : "(none)");
+		}
+	}
+	*out = parts;
+	return TF_OK;
+}
+
+/* The assistant message at the end of msgs, made when the last one is not
+ * an assistant's (function calls and reasoning join it). */
+static json_t *resp_assistant(json_t *msgs)
+{
+	json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+	const char *role = json_string_value(json_object_get(last, "role"));
+	if (role && !strcmp(role, "assistant"))
+		return last;
+	json_t *m = json_pack("{s:s,s:n}", "role", "assistant", "content");
+	json_array_append_new(msgs, m);
+	return m;
+}
+
+/* One input item appended to msgs as chat messages. */
+static tf_status resp_item(struct tf_req *r, const json_t *it, size_t i, json_t *msgs)
+{
+	char what[32];
+	snprintf(what, sizeof(what), "input[%zu]", i);
+	if (!json_is_object(it))
+		return BAD(r, "input", "%s must be an object", what);
+	const char *type = json_string_value(json_object_get(it, "type"));
+	const char *role = json_string_value(json_object_get(it, "role"));
+	tf_status rc;
+	if (!type || !strcmp(type, "message")) {
+		if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
+			      strcmp(role, "developer")))
+			return BAD(r, "input", "%s.role must be user, assistant, system or developer", what);
+		json_t *c;
+		if ((rc = resp_content(r, json_object_get(it, "content"), what, &c)))
+			return rc;
+		json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+		const char *lr = json_string_value(json_object_get(last, "role"));
+		if (!strcmp(role, "assistant") && lr && !strcmp(lr, "assistant") &&
+		    json_is_null(json_object_get(last, "content")) && !json_object_get(last, "tool_calls")) {
+			json_object_set_new(last, "content", c); /* after its reasoning item */
+			return TF_OK;
+		}
+		json_array_append_new(msgs, json_pack("{s:s,s:o}", "role",
+						      !strcmp(role, "developer") ? "system" : role, "content", c));
+		return TF_OK;
+	}
+	if (!strcmp(type, "function_call")) {
+		const json_t *id = json_object_get(it, "call_id"), *name = json_object_get(it, "name");
+		const json_t *args = json_object_get(it, "arguments");
+		if (!json_is_string(id) || !json_is_string(name) || !json_is_string(args))
+			return BAD(r, "input", "%s: a function_call needs call_id, name and arguments strings",
+				   what);
+		json_t *m = resp_assistant(msgs);
+		json_t *calls = json_object_get(m, "tool_calls");
+		if (!calls)
+			json_object_set_new(m, "tool_calls", calls = json_array());
+		json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:O}}", "id", id, "type",
+						       "function", "function", "name", name,
+						       "arguments", args));
+		return TF_OK;
+	}
+	if (!strcmp(type, "function_call_output")) {
+		const json_t *id = json_object_get(it, "call_id"), *o = json_object_get(it, "output");
+		json_t *c;
+		if (!json_is_string(id))
+			return BAD(r, "input", "%s: a function_call_output needs a call_id", what);
+		if ((rc = resp_content(r, o, what, &c)))
+			return rc;
+		json_array_append_new(msgs, json_pack("{s:s,s:O,s:o}", "role", "tool", "tool_call_id", id,
+						      "content", c));
+		return TF_OK;
+	}
+	if (!strcmp(type, "reasoning")) {
+		/* Its reasoning_text parts (or summary) become the next
+		 * assistant turn's reasoning_content. */
+		struct tf_buf t = TF_BUF_INIT;
+		const json_t *parts = json_object_get(it, "content");
+		if (!json_array_size(parts))
+			parts = json_object_get(it, "summary");
+		size_t k;
+		const json_t *p;
+		json_array_foreach(parts, k, p) {
+			const json_t *x = json_object_get(p, "text");
+			if (json_is_string(x))
+				tf_buf_append(&t, json_string_value(x), json_string_length(x));
+		}
+		json_t *m = resp_assistant(msgs);
+		json_object_set_new(m, "reasoning_content", json_stringn(t.data ? t.data : "", t.len));
+		tf_buf_release(&t);
+		return TF_OK;
+	}
+	if (!strcmp(type, "item_reference"))
+		return BAD(r, "input", "%s: item_reference needs stored responses, which tf-serve does not "
+			   "keep (send the items themselves)", what);
+	return BAD(r, "input", "%s: item type '%s' is not served here", what, type);
+}
+
+/* Responses function tools ({type, name, description, parameters, strict})
+ * as chat tools. */
+static tf_status resp_tools(struct tf_req *r, json_t **out)
+{
+	*out = NULL;
+	const json_t *tools = json_object_get(r->body, "tools");
+	if (!tools || json_is_null(tools))
+		return TF_OK;
+	if (!json_is_array(tools))
+		return BAD(r, "tools", "tools must be a list");
+	json_t *conv = json_array();
+	size_t i;
+	const json_t *t;
+	json_array_foreach(tools, i, t) {
+		const char *type = json_string_value(json_object_get(t, "type"));
+		const json_t *name = json_object_get(t, "name");
+		if (!type || strcmp(type, "function")) {
+			json_decref(conv);
+			return BAD(r, "tools", "tools[%zu]: tool type '%s' is not served here (only function "
+				   "tools)", i, type ? type : "(none)");
+		}
+		if (!json_is_string(name)) {
+			json_decref(conv);
+			return BAD(r, "tools", "tools[%zu] must be a function with a name", i);
+		}
+		json_t *f = json_pack("{s:O}", "name", name);
+		const char *keys[] = {"description", "parameters", "strict"};
+		for (size_t k = 0; k < 3; k++) {
+			const json_t *v = json_object_get(t, keys[k]);
+			if (v && !json_is_null(v))
+				json_object_set(f, keys[k], (json_t *)v);
+		}
+		json_array_append_new(conv, json_pack("{s:s,s:o}", "type", "function", "function", f));
+	}
+	*out = conv;
+	return TF_OK;
+}
+
+/* Responses tool_choice as chat's: "none" / "auto" / "required", or
+ * {type: function, name} as {type: function, function: {name}}. */
+static tf_status resp_choice(struct tf_req *r, json_t **out)
+{
+	*out = NULL;
+	const json_t *c = json_object_get(r->body, "tool_choice");
+	if (!c || json_is_null(c))
+		return TF_OK;
+	const char *s = json_string_value(c);
+	if (s && (!strcmp(s, "none") || !strcmp(s, "auto") || !strcmp(s, "required"))) {
+		*out = json_string(s);
+		return TF_OK;
+	}
+	const char *type = json_string_value(json_object_get(c, "type"));
+	const json_t *name = json_object_get(c, "name");
+	if (type && !strcmp(type, "function") && json_is_string(name)) {
+		*out = json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
+		return TF_OK;
+	}
+	return BAD(r, "tool_choice", "tool_choice must be none, auto, required or "
+		   "{\"type\": \"function\", \"name\": ...}");
+}
+
+/* text.format: text, json_object or json_schema ({name, schema, strict}). */
+static tf_status resp_format(struct tf_req *r)
+{
+	const json_t *text = json_object_get(r->body, "text");
+	if (!text || json_is_null(text))
+		return TF_OK;
+	const json_t *f = json_object_get(text, "format");
+	if (!json_is_object(text) || (f && !json_is_null(f) && !json_is_object(f)))
+		return BAD(r, "text", "text must be an object with an optional format object");
+	if (!f || json_is_null(f))
+		return TF_OK;
+	const char *t = json_string_value(json_object_get(f, "type"));
+	if (!t)
+		return BAD(r, "text", "text.format must have a type");
+	if (!strcmp(t, "text"))
+		return TF_OK;
+	if (!strcmp(t, "json_object"))
+		return guide_set(r, "text.format", TF_GUIDE_JSON, NULL);
+	if (!strcmp(t, "json_schema")) {
+		const json_t *sc = json_object_get(f, "schema");
+		if (!json_is_object(sc) && !json_is_boolean(sc))
+			return BAD(r, "text", "text.format json_schema needs a schema, a JSON schema");
+		return guide_set(r, "text.format", TF_GUIDE_SCHEMA, sc);
+	}
+	return BAD(r, "text", "text.format type must be text, json_object or json_schema, not '%s'", t);
+}
+
+/* Fields tf-serve does not serve on /v1/responses, refused rather than
+ * ignored: stored responses, background mode, conversations. */
+static tf_status resp_refused(struct tf_req *r)
+{
+	const json_t *v = json_object_get(r->body, "previous_response_id");
+	if (v && !json_is_null(v))
+		return BAD(r, "previous_response_id", "previous_response_id is not supported: tf-serve "
+			   "does not store responses (send the whole conversation as input items)");
+	if (json_is_true(json_object_get(r->body, "store")))
+		return BAD(r, "store", "store is not supported: tf-serve does not store responses "
+			   "(leave store out or set it to false)");
+	if (json_is_true(json_object_get(r->body, "background")))
+		return BAD(r, "background", "background mode is not supported");
+	v = json_object_get(r->body, "conversation");
+	if (v && !json_is_null(v))
+		return BAD(r, "conversation", "conversation is not supported: tf-serve does not store "
+			   "conversations");
+	v = json_object_get(r->body, "prompt");
+	if (v && !json_is_null(v))
+		return BAD(r, "prompt", "prompt templates are not supported");
+	return TF_OK;
+}
+
+/* A Responses request as a chat request: instructions as the system
+ * message, input (a string or items) as messages, tools, tool_choice,
+ * reasoning.effort, max_output_tokens and text.format. */
+static tf_status parse_responses(struct tf_req *r)
+{
+	tf_status rc;
+	if ((rc = resp_refused(r)))
+		return rc;
+	json_t *msgs = json_array();
+	r->chat = json_pack("{s:o}", "messages", msgs);
+	const json_t *ins = json_object_get(r->body, "instructions");
+	if (ins && !json_is_null(ins)) {
+		if (!json_is_string(ins))
+			return BAD(r, "instructions", "instructions must be a string");
+		json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", ins));
+	}
+	const json_t *in = json_object_get(r->body, "input");
+	if (json_is_string(in)) {
+		json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", in));
+	} else if (json_is_array(in) && json_array_size(in)) {
+		size_t i;
+		const json_t *it;
+		json_array_foreach(in, i, it)
+			if ((rc = resp_item(r, it, i, msgs)))
+				return rc;
+	} else {
+		return BAD(r, "input", "input must be a string or a non-empty list of items");
+	}
+	if ((rc = integer(r, "max_output_tokens", 1, INT32_MAX, NULL, &r->max_tokens)))
+		return rc;
+	const json_t *re = json_object_get(r->body, "reasoning");
+	if (re && !json_is_null(re)) {
+		if (!json_is_object(re))
+			return BAD(r, "reasoning", "reasoning must be an object or null");
+		const json_t *eff = json_object_get(re, "effort");
+		if (eff && !json_is_null(eff))
+			json_object_set(r->chat, "reasoning_effort", (json_t *)eff);
+	}
+	json_t *tools, *choice;
+	if ((rc = resp_tools(r, &tools)))
+		return rc;
+	if (tools)
+		json_object_set_new(r->chat, "tools", tools);
+	if ((rc = resp_choice(r, &choice)))
+		return rc;
+	if (choice)
+		json_object_set_new(r->chat, "tool_choice", choice);
+	const char *cs = json_string_value(choice);
+	if (json_array_size(tools) && !(cs && !strcmp(cs, "none")))
+		r->tools = tools;
+	if ((rc = resp_format(r)) || (rc = guides_check(r)) || (rc = tools_guide(r, openai_force(choice))))
 		return rc;
 	return TF_OK;
 }
@@ -581,6 +936,7 @@ tf_status tf_req_parse(enum tf_api api, const char *body, size_t n, uint32_t voc
 	case TF_API_COMPLETIONS: rc = parse_completion(r, vocab); break;
 	case TF_API_MESSAGES:
 	case TF_API_COUNT_TOKENS: rc = parse_messages(r); break;
+	case TF_API_RESPONSES: rc = parse_responses(r); break;
 	}
 out:
 	if (rc) {

@@ -2,8 +2,8 @@
  * completions and completions, Anthropic messages and count_tokens. Each is
  * validated field by field (a bad one is TF_ERR_FORMAT with the message a
  * client gets in its 400, and the parameter it names) and normalised: an
- * Anthropic request becomes an OpenAI-shaped chat request for the family's
- * renderer, sampling fields become engine parameters.
+ * Anthropic or Responses request becomes an OpenAI-shaped chat request for
+ * the family's renderer, sampling fields become engine parameters.
  *
  * Pure functions over the body bytes: no engine, no server, no globals, so
  * this is also the fuzz target's entry (tests/fuzz/fuzz_request.c). */
@@ -22,6 +22,7 @@ enum tf_api {
 	TF_API_COMPLETIONS,  /* POST /v1/completions */
 	TF_API_MESSAGES,     /* POST /v1/messages */
 	TF_API_COUNT_TOKENS, /* POST /v1/messages/count_tokens */
+	TF_API_RESPONSES,    /* POST /v1/responses (converted to a chat request) */
 };
 
 /* Constrained output a request asks for (serve/constrain.h). */
@@ -31,6 +32,7 @@ enum tf_req_guide {
 	TF_GUIDE_SCHEMA, /* a JSON schema: json_schema, guided_json, a strict tool */
 	TF_GUIDE_REGEX,  /* guided_regex */
 	TF_GUIDE_CHOICE, /* guided_choice */
+	TF_GUIDE_TOOLS,  /* strict tools or a forced call: the DSML calls block */
 };
 
 #define TF_REQ_MAX_STOP 16
@@ -57,6 +59,9 @@ struct tf_req {
 	bool logprobs;          /* chat logprobs: true, or completions logprobs: N */
 	int64_t top_logprobs;   /* alternatives per token, 0..TF_REQ_MAX_LOGPROBS */
 	const json_t *tools;    /* offered tools in OpenAI shape (borrowed from chat) or NULL */
+	const char *force;      /* a call must be made: the tool's name, or "" for any
+				 * (tool_choice required / a named function, Anthropic
+				 * any / tool); NULL: the model chooses (borrowed) */
 	enum tf_req_guide guide;
 	const json_t *guide_value; /* the schema, regex string or choice list (borrowed) */
 	json_t *guide_own;      /* what guide_value points into when the request held

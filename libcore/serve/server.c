@@ -27,7 +27,7 @@
 
 enum route_kind {
 	R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_COUNT, R_TOKENIZE,
-	R_DETOKENIZE,
+	R_DETOKENIZE, R_RESPONSES,
 };
 
 struct route {
@@ -50,6 +50,8 @@ static const struct route routes[] = {
 	{"POST", "/chat/completions", R_CHAT, false, false},
 	{"POST", "/v1/completions", R_COMPLETIONS, false, false},
 	{"POST", "/completions", R_COMPLETIONS, false, false},
+	{"POST", "/v1/responses", R_RESPONSES, false, false},
+	{"POST", "/responses", R_RESPONSES, false, false},
 	{"POST", "/v1/messages", R_MESSAGES, true, false},
 	{"POST", "/messages", R_MESSAGES, true, false},
 	{"POST", "/v1/messages/count_tokens", R_COUNT, true, false},
@@ -64,12 +66,13 @@ static const struct route routes[] = {
 static enum tf_api api_of(enum route_kind k)
 {
 	return k == R_CHAT ? TF_API_CHAT : k == R_COMPLETIONS ? TF_API_COMPLETIONS
-		: k == R_MESSAGES ? TF_API_MESSAGES : TF_API_COUNT_TOKENS;
+		: k == R_MESSAGES ? TF_API_MESSAGES : k == R_RESPONSES ? TF_API_RESPONSES
+		: TF_API_COUNT_TOKENS;
 }
 
 static bool generation(enum route_kind k)
 {
-	return k == R_CHAT || k == R_COMPLETIONS || k == R_MESSAGES;
+	return k == R_CHAT || k == R_COMPLETIONS || k == R_MESSAGES || k == R_RESPONSES;
 }
 
 /* Replies. */
@@ -603,6 +606,11 @@ static enum MHD_Result headers(struct MHD_Connection *mc, struct conn *c, const 
 		tf_reply_error(&c->refusal, anthropic, 405, "invalid_request_error", NULL, NULL,
 			       "method %s is not allowed on %s", method, url);
 		c->allow = allow;
+	} else if (!c->route && !strncmp(url, "/v1/responses/", 14)) {
+		/* GET or DELETE of a stored response: none are kept */
+		tf_reply_error(&c->refusal, false, 404, "invalid_request_error", NULL, NULL,
+			       "Response with id '%.64s' not found (tf-serve does not store responses)",
+			       url + 14);
 	} else if (!c->route) {
 		c->refusal = (struct tf_reply){.status = 404, .type = "application/json"};
 		tf_buf_puts(&c->refusal.body, "{\"error\":\"not found\"}");
@@ -972,7 +980,7 @@ tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const ch
 	if (!rt) {
 		*status = 404;
 		return tf_err(TF_ERR_ARG, "'%s' is not a POST route (chat/completions, completions, "
-			      "messages, messages/count_tokens, tokenize, detokenize)", path);
+			      "responses, messages, messages/count_tokens, tokenize, detokenize)", path);
 	}
 	if (!generation(rt->kind))
 		return once_text(env, text_route(rt->kind), body, n, out, status);

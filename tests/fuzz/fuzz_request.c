@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	enum tf_api api = (enum tf_api)(data[0] % 4);
+	enum tf_api api = (enum tf_api)(data[0] % 5); /* through TF_API_RESPONSES */
 	const char *body = (const char *)data + 1;
 	size_t n = size - 1;
 	struct tf_family f;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/rng.h"
 #include "base/status.h"
 #include "grammar/grammar.h"
@@ -339,6 +340,59 @@ START_TEST(json_object_and_choice)
 }
 END_TEST
 
+/* The DSML calls block: a strict tool's parameters in schema order, string
+ * properties raw, the rest JSON; forced: the block alone; auto: content
+ * without "<｜" first, the block optional; refusals name the keyword. */
+#define DM "<\xef\xbd\x9c" "DSML\xef\xbd\x9c"
+#define DC "</\xef\xbd\x9c" "DSML\xef\xbd\x9c"
+START_TEST(dsml_calls)
+{
+	struct tf_gvocab *v = vocab();
+	json_t *ps = json_loads("{\"type\":\"object\",\"required\":[\"city\"],\"properties\":{"
+				"\"city\":{\"type\":\"string\",\"maxLength\":5},"
+				"\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9}}}", 0, NULL);
+	ck_assert_ptr_nonnull(ps);
+	struct tf_gdsml_tool tools[] = {{"w", ps}, {"any", NULL}};
+	struct tf_grammar *g;
+	ck_assert_int_eq(tf_grammar_dsml(v, tools, 2, true, &g), TF_OK);
+	const char *one = DM " calls>\n" DM " invoke name=\"w\">\n"
+		DM " parameter name=\"city\" string=\"true\">Paris" DC " parameter>\n"
+		DM " parameter name=\"days\" string=\"false\">3" DC " parameter>\n"
+		DC " invoke>\n" DC " calls>";
+	ck_assert(accepts(g, one));
+	ck_assert(!accepts(g, "hi\n\n" DM " calls>\n")); /* forced: no content first */
+	const char *no_city = DM " calls>\n" DM " invoke name=\"w\">\n"
+		DM " parameter name=\"days\" string=\"false\">3" DC " parameter>\n" DC " invoke>\n" DC " calls>";
+	ck_assert(!accepts(g, no_city));
+	const char *long_city = DM " calls>\n" DM " invoke name=\"w\">\n"
+		DM " parameter name=\"city\" string=\"true\">Parisx" DC " parameter>\n" DC " invoke>\n" DC " calls>";
+	ck_assert(!accepts(g, long_city));
+	const char *free_call = DM " calls>\n" DM " invoke name=\"any\">\n"
+		DM " parameter name=\"q\" string=\"true\">a < b" DC " parameter>\n" DC " invoke>\n" DC " calls>";
+	ck_assert(accepts(g, free_call));
+	check_mask(g, 0);
+	tf_grammar_free(g);
+	ck_assert_int_eq(tf_grammar_dsml(v, tools, 1, false, &g), TF_OK);
+	ck_assert(accepts(g, "") && accepts(g, "just text, 1 < 2"));
+	ck_assert(!accepts(g, "a <\xef\xbd\x9c b"));
+	struct tf_buf b = TF_BUF_INIT;
+	tf_buf_printf(&b, "Checking.\n\n%s", one);
+	ck_assert(accepts(g, b.data));
+	tf_buf_release(&b);
+	tf_grammar_free(g);
+	json_t *bad = json_loads("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
+				 "\"pattern\":\"a+\"}}}", 0, NULL);
+	struct tf_gdsml_tool t2 = {"f", bad};
+	tf_status st = tf_grammar_dsml(v, &t2, 1, true, &g);
+	ck_assert_int_eq(st, TF_ERR_UNSUPPORTED);
+	ck_assert_msg(strstr(tf_errmsg(st), "'pattern'"), "%s", tf_errmsg(st));
+	ck_assert(!tf_grammar_dsml_fits("f", bad) && tf_grammar_dsml_fits("w", ps));
+	json_decref(bad);
+	json_decref(ps);
+	tf_gvocab_free(v);
+}
+END_TEST
+
 Suite *suite_grammar(void)
 {
 	Suite *s = suite_create("grammar");
@@ -350,6 +404,7 @@ Suite *suite_grammar(void)
 	tcase_add_test(tc, schema_refusals);
 	tcase_add_test(tc, walks_parse);
 	tcase_add_test(tc, json_object_and_choice);
+	tcase_add_test(tc, dsml_calls);
 	suite_add_tcase(s, tc);
 	return s;
 }
