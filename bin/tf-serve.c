@@ -391,14 +391,12 @@ int main(int argc, char **argv)
 				tf_die_status(st, "rank 0: cannot listen for the other ranks");
 			start_followers(argc, argv, lp);
 		}
-		if ((st = tf_ranks_connect(ranks)))
-			tf_die_status(st, "rank %lld of %lld: cannot join the other ranks", (long long)rank,
-				      (long long)world);
 		char *t = agreed_text(pack);
-		st = tf_ranks_agree(ranks, t, "serving settings");
+		st = tf_ranks_connect(ranks, t, "serving settings");
 		free(t);
 		if (st)
-			tf_die_status(st, "rank %lld of %lld", (long long)rank, (long long)world);
+			tf_die_status(st, "rank %lld of %lld: cannot join the other ranks", (long long)rank,
+				      (long long)world);
 	}
 	/* A sequence slot per lane and one per saved prompt prefix. */
 	bool cuda = !strcmp(engine_name, "cuda");

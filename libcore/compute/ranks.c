@@ -412,12 +412,19 @@ static void comm_abort(void *arg)
 		r->hooks[i].fn(r->hooks[i].ctx);
 }
 
-tf_status tf_ranks_connect(struct tf_ranks *r)
+static void line_diff(const uint8_t *a, size_t na, const uint8_t *b, size_t nb, char *msg,
+		      size_t cap);
+
+tf_status tf_ranks_connect(struct tf_ranks *r, const char *text, const char *what)
 {
 	tf_status st = tf_boot_open(&r->boot, &r->s);
 	if (st)
 		return st;
 	r->connected = true;
+	/* Before fail-fast is armed: a refusal ends every rank with its own
+	 * status, not 70. */
+	if (text && (st = tf_boot_agree(&r->boot, text, strlen(text), what, line_diff)))
+		return st;
 	if ((st = tf_comm_open(&r->boot, &r->s, &r->comm)))
 		return tf_err_wrap(st, "rank %d: the %s backend: ", r->s.rank,
 				   tf_fabric_backend_name(r->s.backend));
@@ -449,13 +456,9 @@ static void line_diff(const uint8_t *a, size_t na, const uint8_t *b, size_t nb, 
 		ea++;
 	while (eb < nb && b[eb] != '\n')
 		eb++;
-	snprintf(msg, cap, "rank 0 has '%.*s', this one '%.*s'", (int)(ea - start),
-		 (const char *)a + start, (int)(eb - start), (const char *)b + start);
-}
-
-tf_status tf_ranks_agree(struct tf_ranks *r, const char *text, const char *what)
-{
-	return tf_boot_agree(&r->boot, text, strlen(text), what, line_diff);
+	/* a: the other rank's, b: rank 0's (tf_boot_agree's order) */
+	snprintf(msg, cap, "'%.*s' vs rank 0's '%.*s'", (int)(ea - start), (const char *)a + start,
+		 (int)(eb - start), (const char *)b + start);
 }
 
 tf_status tf_ranks_model_open(struct tf_ranks *r, const char *pack_dir,

@@ -60,13 +60,12 @@ int tf_ranks_rank(const struct tf_ranks *r);
  * (s->plan_port; 0 picks a free one), so that a launcher can tell them. */
 tf_status tf_ranks_listen(struct tf_ranks *r, int *port);
 /* Connect the star, agree on the fabric settings (a difference refuses on
- * every rank with TF_ERR_CONFIG naming the variable), open the comm and
- * arm fail-fast. */
-tf_status tf_ranks_connect(struct tf_ranks *r);
-/* Every rank passes its text of settings that must be equal (lines of
- * "name value"): a difference refuses on every rank with TF_ERR_CONFIG
- * naming the first line that differs and both values. */
-tf_status tf_ranks_agree(struct tf_ranks *r, const char *text, const char *what);
+ * every rank with TF_ERR_CONFIG naming the variable) and on text (NULL:
+ * nothing more), the caller's settings that must be equal, one "name
+ * value" a line (a difference refuses on every rank with TF_ERR_CONFIG
+ * naming what, the first line that differs and rank 0's), then open the
+ * comm and arm fail-fast. */
+tf_status tf_ranks_connect(struct tf_ranks *r, const char *text, const char *what);
 /* Run fn(ctx) when this rank goes fail-fast (after the comm's abort, on
  * the fate's thread, during the grace time). At most 6. */
 void tf_ranks_on_fail(struct tf_ranks *r, void (*fn)(void *), void *ctx);
