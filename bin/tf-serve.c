@@ -330,9 +330,16 @@ static const char *rank_state(void *ctx, int r)
 	return tf_ranks_state(ctx, r);
 }
 
+/* The engine a rank's failure halts; NULL once it closes (the fate's
+ * thread may run the hook while the engine is being closed). */
+static struct tf_engine *_Atomic live_engine;
+
 static void halt_engine(void *ctx)
 {
-	tf_engine_halt(ctx, "a tensor-parallel rank failed: the server is stopping");
+	(void)ctx;
+	struct tf_engine *e = atomic_exchange(&live_engine, NULL);
+	if (e)
+		tf_engine_halt(e, "a tensor-parallel rank failed: the server is stopping");
 }
 
 int main(int argc, char **argv)
@@ -473,8 +480,10 @@ int main(int argc, char **argv)
 		tf_die_status(st, "cannot start the engine");
 	/* A rank's failure halts the engine (new requests get 503) while the
 	 * running ones fail with an error, before every rank exits 70. */
-	if (ranks)
-		tf_ranks_on_fail(ranks, halt_engine, engine);
+	if (ranks) {
+		atomic_store(&live_engine, engine);
+		tf_ranks_on_fail(ranks, halt_engine, NULL);
+	}
 	struct tf_memo *memo = NULL;
 	if ((st = tf_memo_new((size_t)memo_cap, &memo)))
 		tf_die_status(st, "cannot set up the reasoning memory");
@@ -544,12 +553,14 @@ int main(int argc, char **argv)
 				tf_server_inflight(srv), tf_server_inflight(srv) == 1 ? "" : "s", drain_s);
 		long cut = tf_server_drain(srv, drain_s, &signals);
 		tf_server_stop(srv);
+		atomic_store(&live_engine, NULL);
 		tf_engine_close(engine);
 		engine = NULL;
 		tf_server_free(srv);
 		if (tf_cli_chatty())
 			fprintf(stderr, "tf-serve: stopped%s\n", cut ? " (running requests were halted)" : "");
 	}
+	atomic_store(&live_engine, NULL);
 	tf_engine_close(engine);
 	/* The model is freed with the engine: now the followers stop. */
 	tf_ranks_free(ranks);
