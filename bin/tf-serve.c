@@ -1,8 +1,13 @@
 /* tf-serve: serve a model over OpenAI- and Anthropic-compatible HTTP, or
  * answer one request from stdin (--once), or check the setup (--check).
  *
- * main: parse, validate, open (family, engine, server), run until a stop
- * signal (drain), close (server stop, engine close, server free). */
+ * With --world W (or --local-ranks W) the model is W tensor-parallel ranks,
+ * one process each (compute/ranks.h): rank 0 serves and the others follow
+ * its model calls; --local-ranks starts the followers itself.
+ *
+ * main: parse, validate, open (ranks, family, engine, server), run until a
+ * stop signal (drain), close (server stop, engine close, server free, the
+ * followers stopped); a follower replays rank 0's calls until it stops. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
@@ -12,13 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/digest.h"
 #include "base/cli.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "base/progress.h"
 #include "compute/model.h"
+#include "compute/ranks.h"
 #include "engine/model_backend.h"
 #include "engine/engine.h"
 #include "engine/planner.h"
@@ -31,7 +40,8 @@
 static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
 	*seed_salt;
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
-	connections, http_threads, memo_cap, top_k, threads, prefix_cache, device;
+	connections, http_threads, memo_cap, top_k, threads, prefix_cache, device, world, rank,
+	local_ranks;
 static uint64_t body_max;
 static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
 static bool check, once, synthetic;
@@ -40,7 +50,10 @@ static const struct tf_opt opts[] = {
 	{"host", 'H', TF_OPT_STR, &host, "ADDR", "TF_HOST", "127.0.0.1", "listen address (numeric IPv4 or IPv6)", 0, 0, NULL},
 	{"port", 'p', TF_OPT_INT, &port, "PORT", "TF_PORT", "8080", "listen port (0: any free port)", 0, 65535, NULL},
 	{"engine", 'e', TF_OPT_CHOICE, &engine_name, "ENGINE", "TF_ENGINE", "cpu", "engine backend: the model on the CPU or a GPU, or the stub", 0, 0, "cpu|cuda|stub"},
-	{"device", 0, TF_OPT_INT, &device, "N", "TF_DEVICE", "0", "cuda engine: the GPU's ordinal", 0, 1024, NULL},
+	{"device", 0, TF_OPT_INT, &device, "N", "TF_DEVICE", "0", "cuda engine: the GPU's ordinal (--local-ranks: rank r's is N+r)", 0, 1024, NULL},
+	{"world", 0, TF_OPT_INT, &world, "W", "TF_TP_WORLD", "1", "tensor-parallel ranks of the model, one process each (rank 0 serves)", 1, 64, NULL},
+	{"rank", 0, TF_OPT_INT, &rank, "R", "TF_TP_RANK", "0", "this process's rank of --world (rank 0 serves HTTP; the others follow it)", 0, 63, NULL},
+	{"local-ranks", 0, TF_OPT_INT, &local_ranks, "W", NULL, "0", "serve as rank 0 of W and start the W-1 followers on this host", 0, 64, NULL},
 	{"model", 'm', TF_OPT_STR, &model, "NAME", "TF_MODEL", NULL, "served model name (default: the pack folder's name, or 'stub')", 0, 0, NULL},
 	{"alias", 0, TF_OPT_STR, &aliases, "NAMES", "TF_MODEL_ALIASES", NULL, "other model names to list, comma-separated", 0, 0, NULL},
 	{"context", 'c', TF_OPT_INT, &context, "N", "TF_CONTEXT", "4096", "longest prompt plus completion in tokens", 16, 1 << 24, NULL},
@@ -160,6 +173,176 @@ static const char *base_name(const char *p)
 	return b ? b + 1 : name;
 }
 
+/* ---- tensor-parallel ranks ---- */
+
+static char world_text[16], rank_text[16];
+
+/* The fabric's variables (fabric/settings.h), with --world and --rank in
+ * place of TF_TP_WORLD and TF_TP_RANK and the host collectives unless
+ * TF_COMM_BACKEND says otherwise. */
+static const char *fabric_env(const char *name)
+{
+	if (!strcmp(name, "TF_TP_WORLD"))
+		return world_text;
+	if (!strcmp(name, "TF_TP_RANK"))
+		return rank_text;
+	const char *v = getenv(name);
+	if (!strcmp(name, "TF_COMM_BACKEND") && (!v || !*v))
+		return "host";
+	return v;
+}
+
+/* The settings every rank must share, one "name value" a line: what the
+ * model and its cache are made of. */
+static char *agreed_text(const char *pack)
+{
+	char cfg[2 * TF_SHA256_LEN + 1] = "none";
+	char p[4096], *data;
+	size_t n;
+	snprintf(p, sizeof p, "%s/config.json", pack);
+	if (!tf_file_read_all(p, 1 << 24, &data, &n)) {
+		uint8_t d[TF_SHA256_LEN];
+		if (!tf_sha256(data, n, d))
+			tf_hex(d, sizeof d, cfg);
+		free(data);
+	}
+	char *t = NULL;
+	if (asprintf(&t, "engine %s\nmodel config.json sha256 %s\ncontext %lld\nlanes %lld\n"
+		     "prefix-cache %lld\n", engine_name, cfg, (long long)context, (long long)lanes,
+		     (long long)prefix_cache) < 0)
+		tf_die(71, "out of memory");
+	return t;
+}
+
+static pid_t followers[64]; /* --local-ranks is at most 64 */
+
+/* --local-ranks: start ranks 1..W-1 as this program with the same options
+ * (the rank, the world and the device set), connecting to port on this
+ * host. */
+static void start_followers(int argc, char **argv, int link_port)
+{
+	char **av = calloc((size_t)argc + 8, sizeof *av);
+	char w[16], r[16], d[16], pp[16];
+	if (!av)
+		tf_die(71, "out of memory");
+	snprintf(w, sizeof w, "%lld", (long long)local_ranks);
+	snprintf(pp, sizeof pp, "%d", link_port);
+	setenv("TF_TP_PLAN_PORT", pp, 1);
+	setenv("TF_TP_MASTER", "127.0.0.1", 1);
+	int k = 0;
+	av[k++] = argv[0];
+	av[k++] = "--world", av[k++] = w, av[k++] = "--rank", av[k++] = r;
+	av[k++] = "--device", av[k++] = d;
+	for (int i = 1; i < argc; i++) {
+		static const char *const drop[] = {"--local-ranks", "--device", "--world", "--rank"};
+		bool skip = false;
+		for (size_t j = 0; j < sizeof drop / sizeof *drop && !skip; j++) {
+			size_t len = strlen(drop[j]);
+			if (!strcmp(argv[i], drop[j]))
+				skip = true, i++;
+			else if (!strncmp(argv[i], drop[j], len) && argv[i][len] == '=')
+				skip = true;
+		}
+		if (!skip)
+			av[k++] = argv[i];
+	}
+	fflush(stdout), fflush(stderr);
+	for (int q = 1; q < local_ranks; q++) {
+		snprintf(r, sizeof r, "%d", q);
+		snprintf(d, sizeof d, "%lld", (long long)(device + q));
+		if ((followers[q] = fork()) < 0)
+			tf_die(71, "cannot start rank %d: fork: %s", q, strerror(errno));
+		if (!followers[q]) {
+			execv("/proc/self/exe", av);
+			fprintf(stderr, "tf-serve: cannot start rank %d: %s\n", q, strerror(errno));
+			_exit(127);
+		}
+	}
+	free(av);
+}
+
+/* --local-ranks, after the stop: wait up to 10 s for the followers; the
+ * worst exit code of theirs. */
+static int reap_followers(void)
+{
+	int worst = 0;
+	double until = tf_now() + 10;
+	for (int q = 1; q < local_ranks; q++) {
+		int status;
+		pid_t p;
+		while ((p = waitpid(followers[q], &status, WNOHANG)) == 0 && tf_now() < until)
+			usleep(10000);
+		if (p == 0) {
+			tf_warn("rank %d did not stop in 10 s: killing it", q);
+			kill(followers[q], SIGKILL);
+			waitpid(followers[q], &status, 0);
+		}
+		int rc = p < 0 ? 70 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		if (rc)
+			tf_warn("rank %d exited with %d", q, rc);
+		worst = rc > worst ? rc : worst;
+	}
+	return worst;
+}
+
+/* A follower ignores the first stop signal (rank 0 stops the world); a
+ * second one ends this rank, and so every rank (exit 70). */
+static void *follower_signals(void *arg)
+{
+	struct tf_ranks *r = arg;
+	for (int n = 0;;) {
+		int sig;
+		if (sigwait(&stop_set, &sig))
+			continue;
+		if (++n == 1) {
+			tf_warn("rank %d: stop rank 0 to stop every rank (a second signal ends them all, "
+				"exit 70)", tf_ranks_rank(r));
+			continue;
+		}
+		tf_ranks_fatal(r, "a stop signal", "stopped by a second signal");
+	}
+	return NULL;
+}
+
+/* A follower: load this rank's slices and replay rank 0's calls. */
+static int follow(struct tf_ranks *r, const char *pack, const struct tf_model_opts *mo)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, follower_signals, r);
+	pthread_detach(t);
+	struct tf_model *m;
+	tf_status st = tf_ranks_model_open(r, pack, mo, &m);
+	if (st)
+		tf_ranks_fatal(r, "loading the model", tf_errmsg(st));
+	if (tf_cli_chatty())
+		fprintf(stderr, "tf-serve: rank %d of %d: following rank 0\n", tf_ranks_rank(r),
+			tf_ranks_world(r));
+	st = tf_ranks_follow(r, m);
+	tf_model_free(m);
+	if (tf_cli_chatty())
+		fprintf(stderr, "tf-serve: rank %d: stopped after %llu calls\n", tf_ranks_rank(r),
+			(unsigned long long)tf_ranks_plans(r));
+	tf_ranks_free(r);
+	return st ? tf_status_exit(st) : 0;
+}
+
+static const char *rank_state(void *ctx, int r)
+{
+	return tf_ranks_state(ctx, r);
+}
+
+/* The engine a rank's failure halts; NULL once it closes (the fate's
+ * thread may run the hook while the engine is being closed). */
+static struct tf_engine *_Atomic live_engine;
+
+static void halt_engine(void *ctx)
+{
+	(void)ctx;
+	struct tf_engine *e = atomic_exchange(&live_engine, NULL);
+	if (e)
+		tf_engine_halt(e, "a tensor-parallel rank failed: the server is stopping");
+}
+
 int main(int argc, char **argv)
 {
 	int first = tf_cli_parse(&cli, argc, argv);
@@ -180,10 +363,64 @@ int main(int argc, char **argv)
 	unsigned char addr[sizeof(struct in6_addr)];
 	if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
 		tf_usage_error("--host must be a numeric IPv4 or IPv6 address: '%s'", host);
+	if (local_ranks > 1)
+		world = local_ranks, rank = 0;
+	if (world > 1 && stub)
+		tf_usage_error("--world and --local-ranks need a model engine (cpu or cuda), not the stub");
+	if (rank >= world)
+		tf_usage_error("--rank %lld must be below --world %lld", (long long)rank, (long long)world);
+
+	/* Stop signals are taken by one thread; every thread started after this
+	 * (the model's workers, the fabric's, the server's) inherits the mask. */
+	sigemptyset(&stop_set);
+	sigaddset(&stop_set, SIGTERM);
+	sigaddset(&stop_set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	/* Open: the ranks (world > 1), agreeing on the fabric's settings and
+	 * on the serving ones that make the model and its cache. */
+	tf_status st;
+	struct tf_ranks *ranks = NULL;
+	if (world > 1) {
+		snprintf(world_text, sizeof world_text, "%lld", (long long)world);
+		snprintf(rank_text, sizeof rank_text, "%lld", (long long)rank);
+		struct tf_fabric_settings fs;
+		if ((st = tf_fabric_settings_env(&fs, fabric_env)))
+			tf_die_status(st, "bad tensor-parallel settings");
+		const char *pp = getenv("TF_TP_PLAN_PORT");
+		if (local_ranks > 1 && (!pp || !*pp))
+			fs.plan_port = 0; /* any free port: the followers are told */
+		if ((st = tf_ranks_new(&fs, &ranks)))
+			tf_die_status(st, "cannot set up the ranks");
+		if (local_ranks > 1) {
+			int lp;
+			if ((st = tf_ranks_listen(ranks, &lp)))
+				tf_die_status(st, "rank 0: cannot listen for the other ranks");
+			start_followers(argc, argv, lp);
+		}
+		char *t = agreed_text(pack);
+		st = tf_ranks_connect(ranks, t, "serving settings");
+		free(t);
+		if (st)
+			tf_die_status(st, "rank %lld of %lld: cannot join the other ranks", (long long)rank,
+				      (long long)world);
+	}
+	/* A sequence slot per lane and one per saved prompt prefix. */
+	bool cuda = !strcmp(engine_name, "cuda");
+	struct tf_progress pr;
+	tf_progress_init(&pr, "weights", 0, "B");
+	struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,
+				   .device = (int)device, .threads = (int)threads,
+				   .slots = (int)(lanes + prefix_cache),
+				   .max_positions = context, .progress = &pr,
+				   .synthetic = synthetic, .synth_seed = 1};
+	if (rank > 0)
+		return follow(ranks, pack, &mo);
 
 	/* Open: the family (a pack's tokenizer, or the plain bytes for the stub). */
 	struct tf_family family;
-	tf_status st = pack ? tf_family_dsv41(pack, &family) : tf_family_plain(&family);
+	st = pack ? tf_family_dsv41(pack, &family) : tf_family_plain(&family);
 	if (st)
 		tf_die_status(st, "cannot load the text side of '%s'", pack ? pack : "(plain)");
 	if (!model)
@@ -198,28 +435,24 @@ int main(int argc, char **argv)
 	 * before serving. */
 	struct tf_model *rank_model = NULL;
 	if (!stub) {
-		/* A sequence slot per lane and one per saved prompt prefix. */
-		bool cuda = !strcmp(engine_name, "cuda");
-		struct tf_progress pr;
-		tf_progress_init(&pr, "weights", 0, "B");
-		struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,
-					   .device = (int)device, .threads = (int)threads,
-					   .slots = (int)(lanes + prefix_cache),
-					   .max_positions = context, .progress = &pr,
-					   .synthetic = synthetic, .synth_seed = 1};
-		if ((st = tf_model_open(pack, &mo, &rank_model)))
+		st = ranks ? tf_ranks_model_open(ranks, pack, &mo, &rank_model)
+			   : tf_model_open(pack, &mo, &rank_model);
+		if (st)
 			tf_die_status(st, "cannot load the model of '%s'%s", pack,
 				      cuda ? " on the GPU" : "");
 	}
 	if (check) {
 		tf_model_free(rank_model);
-		printf("ok: engine %s, family %s, model %s, context %lld, lanes %lld, listen %s:%lld, "
-		       "%zu API key%s\n", engine_name, family.name, model, (long long)context,
-		       (long long)lanes, host, (long long)port, nkeys, nkeys == 1 ? "" : "s");
+		tf_ranks_free(ranks);
+		int worst = local_ranks > 1 ? reap_followers() : 0;
+		printf("ok: engine %s, family %s, model %s, context %lld, lanes %lld, world %lld, "
+		       "listen %s:%lld, %zu API key%s\n", engine_name, family.name, model,
+		       (long long)context, (long long)lanes, (long long)world, host, (long long)port,
+		       nkeys, nkeys == 1 ? "" : "s");
 		tf_family_release(&family);
 		free_list(keys, nkeys);
 		free_list(names, nnames);
-		return 0;
+		return worst;
 	}
 
 	/* The engine. */
@@ -245,15 +478,14 @@ int main(int argc, char **argv)
 	if (st || (st = tf_planner_default(&pc, &pl)))
 		tf_die_status(st, "cannot set up the engine");
 	free(drawable);
-	/* Stop signals are taken by one thread; every thread started after this
-	 * inherits the mask. */
-	sigemptyset(&stop_set);
-	sigaddset(&stop_set, SIGTERM);
-	sigaddset(&stop_set, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
-	signal(SIGPIPE, SIG_IGN);
 	if ((st = tf_engine_new(&be, &pl, &engine)))
 		tf_die_status(st, "cannot start the engine");
+	/* A rank's failure halts the engine (new requests get 503) while the
+	 * running ones fail with an error, before every rank exits 70. */
+	if (ranks) {
+		atomic_store(&live_engine, engine);
+		tf_ranks_on_fail(ranks, halt_engine, NULL);
+	}
 	struct tf_memo *memo = NULL;
 	if ((st = tf_memo_new((size_t)memo_cap, &memo)))
 		tf_die_status(st, "cannot set up the reasoning memory");
@@ -299,14 +531,18 @@ int main(int argc, char **argv)
 			.aliases = (const char *const *)names,
 			.naliases = nnames,
 			.env = env,
+			.world = (int)world,
+			.rank_state = ranks ? rank_state : NULL,
+			.rank_ctx = ranks,
 		};
 		struct tf_server *srv;
 		if ((st = tf_server_new(&c, &srv)))
 			tf_die_status(st, "cannot serve");
 		if (tf_cli_chatty())
-			fprintf(stderr, "tf-serve: listening on http://%s%s%s:%u (engine %s, model %s)\n",
+			fprintf(stderr, "tf-serve: listening on http://%s%s%s:%u (engine %s, model %s%s%s)\n",
 				strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
-				(unsigned)tf_server_port(srv), engine_name, model);
+				(unsigned)tf_server_port(srv), engine_name, model,
+				world > 1 ? ", world " : "", world > 1 ? world_text : "");
 		int sig;
 		while (sigwait(&stop_set, &sig) != 0)
 			;
@@ -319,13 +555,22 @@ int main(int argc, char **argv)
 				tf_server_inflight(srv), tf_server_inflight(srv) == 1 ? "" : "s", drain_s);
 		long cut = tf_server_drain(srv, drain_s, &signals);
 		tf_server_stop(srv);
+		atomic_store(&live_engine, NULL);
 		tf_engine_close(engine);
 		engine = NULL;
 		tf_server_free(srv);
 		if (tf_cli_chatty())
 			fprintf(stderr, "tf-serve: stopped%s\n", cut ? " (running requests were halted)" : "");
 	}
+	atomic_store(&live_engine, NULL);
 	tf_engine_close(engine);
+	/* The model is freed with the engine: now the followers stop. */
+	tf_ranks_free(ranks);
+	if (local_ranks > 1) {
+		int worst = reap_followers();
+		if (!code && worst)
+			code = worst;
+	}
 	tf_memo_free(memo);
 	tf_family_release(&family);
 	free_list(keys, nkeys);

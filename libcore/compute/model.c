@@ -396,13 +396,39 @@ void tf_model_bytes(const struct tf_model *m, struct tf_model_bytes *out)
 /* Sequence calls may run ops (a fork copies a partial page): the CUDA
  * context is made current on the calling thread first (the engine's
  * thread is not the one that opened the model). */
+/* The mirror's after() of a sequence call (model.h). */
+static tf_status mirrored(struct tf_model *m, enum tf_model_op op, int src, int dst, int64_t at,
+			  tf_status st)
+{
+	if (m->mirror.after) {
+		struct tf_model_call c = {.op = op, .src = src, .dst = dst, .at = at, .st = st};
+		m->mirror.after(m->mirror.ctx, &c);
+	}
+	return st;
+}
+
+void tf_model_set_mirror(struct tf_model *m, const struct tf_model_mirror *mirror)
+{
+	m->mirror = mirror ? *mirror : (struct tf_model_mirror){0};
+}
+
 tf_status tf_model_seq_new(struct tf_model *m, int *seq)
 {
 	tf_status st = tf_cuda_be_use(m->be);
-	return st ? st : tf_kv_open(m->kv, seq);
+	if (!st)
+		st = tf_kv_open(m->kv, seq);
+	return mirrored(m, TF_MODEL_OP_SEQ_NEW, -1, st ? -1 : *seq, 0, st);
 }
 
+static tf_status seq_fork(struct tf_model *m, int src, int *dst);
+
 tf_status tf_model_seq_fork(struct tf_model *m, int src, int *dst)
+{
+	tf_status st = seq_fork(m, src, dst);
+	return mirrored(m, TF_MODEL_OP_SEQ_FORK, src, st ? -1 : *dst, 0, st);
+}
+
+static tf_status seq_fork(struct tf_model *m, int src, int *dst)
 {
 	tf_status st = tf_cuda_be_use(m->be);
 	if (st)
@@ -423,7 +449,9 @@ tf_status tf_model_seq_fork(struct tf_model *m, int src, int *dst)
 tf_status tf_model_seq_rollback(struct tf_model *m, int seq, int64_t pos)
 {
 	tf_status st = tf_cuda_be_use(m->be);
-	return st ? st : tf_kv_rollback(m->kv, seq, pos);
+	if (!st)
+		st = tf_kv_rollback(m->kv, seq, pos);
+	return mirrored(m, TF_MODEL_OP_SEQ_ROLLBACK, seq, -1, pos, st);
 }
 
 int64_t tf_model_seq_len(const struct tf_model *m, int seq)
@@ -435,6 +463,7 @@ void tf_model_seq_free(struct tf_model *m, int seq)
 {
 	(void)tf_cuda_be_use(m->be);
 	tf_kv_close(m->kv, seq);
+	mirrored(m, TF_MODEL_OP_SEQ_FREE, seq, -1, 0, TF_OK);
 }
 
 int64_t tf_model_free_pages(const struct tf_model *m)
@@ -504,6 +533,21 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 	return st ? st : tf_phases_round(m->phases, R);
 }
 
+/* A forward call through the mirror: before(), the call, after(). */
+static tf_status mirror_run(struct tf_model *m, struct tf_model_call *c, float *logits,
+			    int32_t *tokens)
+{
+	tf_status st = m->mirror.before ? m->mirror.before(m->mirror.ctx, c) : TF_OK;
+	if (st)
+		return st;
+	st = forward(m, c->R, c->ids, c->pos, c->seq, logits, c->params, c->draw_pos, tokens);
+	if (m->mirror.after) {
+		c->st = st;
+		m->mirror.after(m->mirror.ctx, c);
+	}
+	return st;
+}
+
 char *tf_model_phases(const struct tf_model *m)
 {
 	return tf_phases_json(m->phases);
@@ -514,7 +558,8 @@ tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const 
 {
 	if (!logits)
 		return tf_err(TF_ERR_ARG, "model: no logits");
-	return forward(m, R, ids, pos, seq, logits, NULL, NULL, NULL);
+	struct tf_model_call c = {.op = TF_MODEL_OP_FORWARD, .R = R, .ids = ids, .pos = pos, .seq = seq};
+	return mirror_run(m, &c, logits, NULL);
 }
 
 tf_status tf_model_forward_sample(struct tf_model *m, int R, const int32_t *ids,
@@ -524,7 +569,9 @@ tf_status tf_model_forward_sample(struct tf_model *m, int R, const int32_t *ids,
 {
 	if (!params || !draw_pos || !tokens)
 		return tf_err(TF_ERR_ARG, "model: sampling without params, positions or tokens");
-	return forward(m, R, ids, pos, seq, NULL, params, draw_pos, tokens);
+	struct tf_model_call c = {.op = TF_MODEL_OP_FORWARD_SAMPLE, .R = R, .ids = ids, .pos = pos,
+				  .seq = seq, .params = params, .draw_pos = draw_pos};
+	return mirror_run(m, &c, NULL, tokens);
 }
 
 int tf_model_draft_block(const struct tf_model *m)
@@ -537,8 +584,16 @@ tf_status tf_model_draft(struct tf_model *m, int n, const int *seq, const int32_
 {
 	if (!m->dspark)
 		return tf_err(TF_ERR_UNSUPPORTED, "model: the pack has no DSpark blocks");
-	tf_status st = tf_cuda_be_use(m->be);
-	if (st)
-		return st;
-	return tf_dspark_draft(m->dspark, n, seq, anchor, params, draft, confidence);
+	struct tf_model_call c = {.op = TF_MODEL_OP_DRAFT, .R = n, .ids = anchor, .seq = seq,
+				  .params = params};
+	tf_status st = m->mirror.before ? m->mirror.before(m->mirror.ctx, &c) : TF_OK;
+	if (!st)
+		st = tf_cuda_be_use(m->be);
+	if (!st)
+		st = tf_dspark_draft(m->dspark, n, seq, anchor, params, draft, confidence);
+	if (m->mirror.after) {
+		c.st = st;
+		m->mirror.after(m->mirror.ctx, &c);
+	}
+	return st;
 }

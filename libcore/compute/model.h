@@ -156,4 +156,43 @@ struct tf_sample_params;
 tf_status tf_model_draft(struct tf_model *m, int n, const int *seq, const int32_t *anchor,
 			 const struct tf_sample_params *params, int32_t *draft, float *confidence);
 
+/* A mirror of a rank's calls (compute/ranks.h keeps the followers of a
+ * process-level group in step with rank 0 through one). The calls that
+ * run collectives (forward, forward_sample, draft) go to before() first: a
+ * non-zero status refuses the call. Every call that changes the cache or
+ * runs collectives then goes to after() with its status and result
+ * (sequence calls: the slot in call->dst). Called on the thread that makes
+ * the call; the pointers are the call's, borrowed for its duration. */
+enum tf_model_op {
+	TF_MODEL_OP_SEQ_NEW = 1,
+	TF_MODEL_OP_SEQ_FORK = 2,
+	TF_MODEL_OP_SEQ_ROLLBACK = 3,
+	TF_MODEL_OP_SEQ_FREE = 4,
+	TF_MODEL_OP_FORWARD = 5,
+	TF_MODEL_OP_FORWARD_SAMPLE = 6,
+	TF_MODEL_OP_DRAFT = 7,
+};
+
+struct tf_model_call {
+	enum tf_model_op op;
+	int R;                     /* rows (draft: sequences) */
+	const int32_t *ids;        /* [R] (draft: the anchors) */
+	const int64_t *pos;        /* [R] */
+	const int *seq;            /* [R] */
+	const struct tf_sample_params *params; /* forward_sample, draft: [R] or NULL */
+	const int64_t *draw_pos;   /* forward_sample: [R] */
+	int src, dst;              /* sequence calls: the source (fork, rollback, free), the result */
+	int64_t at;                /* rollback: the position kept below */
+	tf_status st;              /* after(): the call's status */
+};
+
+struct tf_model_mirror {
+	tf_status (*before)(void *ctx, const struct tf_model_call *call);
+	void (*after)(void *ctx, const struct tf_model_call *call);
+	void *ctx;
+};
+
+/* Install a mirror (NULL removes it; copied). Not while a call runs. */
+void tf_model_set_mirror(struct tf_model *m, const struct tf_model_mirror *mirror);
+
 #endif

@@ -66,6 +66,7 @@ struct tf_model {
 	struct tf_engram_shard *shard[TF_CONFIG_MAX_ENGRAM];
 	struct tf_model_hist *hist; /* [slots] */
 	int slots;
+	struct tf_model_mirror mirror; /* before/after NULL: none */
 };
 
 /* A buffer of bytes kept until tf_model_free (NULL when out of memory). */

@@ -128,7 +128,8 @@ static tf_status skip(int fd, size_t len, double dl)
 	return TF_OK;
 }
 
-tf_status tf_plan_recv(struct tf_plan_link *l, int64_t *buf, size_t cap, size_t *n, double timeout_s)
+tf_status tf_plan_recv_view(struct tf_plan_link *l, const int64_t **plan, size_t *n,
+			    double timeout_s)
 {
 	if (l->rank == 0)
 		return tf_err(TF_ERR_ARG, "plan link: rank 0 does not receive plans");
@@ -166,20 +167,27 @@ tf_status tf_plan_recv(struct tf_plan_link *l, int64_t *buf, size_t cap, size_t 
 			l->rx_left = 0;
 			l->received++;
 			*n = words;
-			if (words > cap)
-				return tf_err(TF_ERR_RANGE, "plan of %zu words exceeds the buffer of %zu", words, cap);
-			memcpy(buf, l->rx, words * 8);
+			*plan = l->rx;
 			return TF_OK;
 		}
 	}
 	size_t len = (size_t)l->rx[l->rx_pos];
-	const int64_t *p = l->rx + l->rx_pos + 1;
+	*plan = l->rx + l->rx_pos + 1;
 	l->rx_pos += 1 + len;
 	l->rx_left--;
 	l->received++;
 	*n = len;
-	if (len > cap)
-		return tf_err(TF_ERR_RANGE, "plan of %zu words exceeds the buffer of %zu", len, cap);
-	memcpy(buf, p, len * 8);
+	return TF_OK;
+}
+
+tf_status tf_plan_recv(struct tf_plan_link *l, int64_t *buf, size_t cap, size_t *n, double timeout_s)
+{
+	const int64_t *p;
+	tf_status st = tf_plan_recv_view(l, &p, n, timeout_s);
+	if (st)
+		return st;
+	if (*n > cap)
+		return tf_err(TF_ERR_RANGE, "plan of %zu words exceeds the buffer of %zu", *n, cap);
+	memcpy(buf, p, *n * 8);
 	return TF_OK;
 }

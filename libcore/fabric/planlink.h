@@ -53,6 +53,12 @@ tf_status tf_plan_flush(struct tf_plan_link *l, double timeout_s);
  * passes with nothing. */
 tf_status tf_plan_recv(struct tf_plan_link *l, int64_t *buf, size_t cap, size_t *n, double timeout_s);
 
+/* Followers: the next plan in place, of any length up to
+ * TF_PLAN_FRAME_MAX_WORDS: *plan points into the link's receive buffer
+ * and stays valid until the next receive. Errors as tf_plan_recv. */
+tf_status tf_plan_recv_view(struct tf_plan_link *l, const int64_t **plan, size_t *n,
+			    double timeout_s);
+
 /* Validate a frame's words: a plain plan, or a well-formed batch (its
  * plan count in *nplans). TF_ERR_FORMAT for a bad batch. Pure. */
 tf_status tf_plan_frame_check(const int64_t *w, size_t n, size_t *nplans);

@@ -428,6 +428,20 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	return ret;
 }
 
+/* With ranks behind the engine: "world" and "ranks" [{rank, state}]. */
+static json_t *with_world(const struct tf_server *s, json_t *o)
+{
+	if (!o || s->c.world < 2 || !s->c.rank_state)
+		return o;
+	json_t *ranks = json_array();
+	for (int r = 0; r < s->c.world; r++)
+		json_array_append_new(ranks, json_pack("{s:i,s:s}", "rank", r, "state",
+						       s->c.rank_state(s->c.rank_ctx, r)));
+	json_object_set_new(o, "world", json_integer(s->c.world));
+	json_object_set_new(o, "ranks", ranks);
+	return o;
+}
+
 static enum MHD_Result serve_health(struct MHD_Connection *mc, struct conn *c, bool authed)
 {
 	struct tf_server *s = c->s;
@@ -438,16 +452,16 @@ static enum MHD_Result serve_health(struct MHD_Connection *mc, struct conn *c, b
 	struct tf_engine_stats es;
 	tf_engine_stats(s->c.env.engine, &es);
 	if (es.halted)
-		return send_json(mc, c, 503, json_pack("{s:s}", "status", "halted"), 30);
+		return send_json(mc, c, 503, with_world(s, json_pack("{s:s}", "status", "halted")), 30);
 	if (!authed)
 		return send_json(mc, c, 200, json_pack("{s:s}", "status", "ok"), 0);
 	return send_json(mc, c, 200,
-			 json_pack("{s:s,s:s,s:I,s:i,s:i,s:i,s:i,s:I,s:I}", "status", "ok", "model",
-				   s->c.env.model, "requests_in_progress", (json_int_t)n,
+			 with_world(s, json_pack("{s:s,s:s,s:I,s:i,s:i,s:i,s:i,s:I,s:I}", "status", "ok",
+				   "model", s->c.env.model, "requests_in_progress", (json_int_t)n,
 				   "requests_running", (int)es.running, "requests_filling", (int)es.filling,
 				   "requests_waiting", (int)es.waiting, "context_length",
 				   (int)s->c.env.context, "rounds", (json_int_t)es.rounds, "generated",
-				   (json_int_t)es.generated), 0);
+				   (json_int_t)es.generated)), 0);
 }
 
 static json_t *model_entry(struct tf_server *s, const char *id)
@@ -478,6 +492,17 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *mc, struct conn *c)
 				     .draining = atomic_load(&s->draining),
 				     .connections = tf_slots_live(s->slots)};
 	tf_metrics_write(s->metrics, s->c.env.model, &es, &now, &r.body);
+	if (s->c.world > 1 && s->c.rank_state) {
+		tf_buf_printf(&r.body, "# HELP tf_tp_world tensor-parallel ranks serving the model\n"
+			      "# TYPE tf_tp_world gauge\ntf_tp_world %d\n"
+			      "# HELP tf_tp_rank_up 1 while the rank is up\n# TYPE tf_tp_rank_up gauge\n",
+			      s->c.world);
+		for (int k = 0; k < s->c.world; k++) {
+			const char *st = s->c.rank_state(s->c.rank_ctx, k);
+			tf_buf_printf(&r.body, "tf_tp_rank_up{rank=\"%d\",state=\"%s\"} %d\n", k, st,
+				      strcmp(st, "failed") != 0);
+		}
+	}
 	enum MHD_Result ret = send_reply(mc, c, &r, NULL, false);
 	tf_reply_release(&r);
 	return ret;

@@ -42,6 +42,13 @@ struct tf_server_config {
 	const char *const *aliases; /* other model names /v1/models lists */
 	size_t naliases;
 	struct tf_gen_env env;     /* engine, family, model name, limits */
+	/* Tensor-parallel ranks behind the engine (compute/ranks.h): world
+	 * (0 or 1: one rank, nothing reported) and each rank's state
+	 * ("serving", "up", "failed"), which /health and /metrics report.
+	 * rank_state is called from HTTP threads. */
+	int world;
+	const char *(*rank_state)(void *ctx, int rank);
+	void *rank_ctx;
 };
 
 struct tf_server;

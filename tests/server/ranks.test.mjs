@@ -1,0 +1,96 @@
+// ranks.test.mjs: tf-serve --local-ranks 2 (rank 0 serves, rank 1 a
+// follower process; the host collectives over loopback) with the cpu engine
+// on a synthetic tiny pack: both SDKs get the same seeded reply from the
+// two ranks; /health and /metrics report the world; a follower killed
+// under load ends rank 0 with exit 70 within the grace time + 0.5 s, every
+// stream in flight ending with an error frame and [DONE] and new requests
+// getting 503; SIGTERM drains, then stops the follower (exit 0).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { start, post, stream, sleep } from './lib.mjs';
+
+let dir, pack;
+const GRACE = 1;
+const env = { TF_TP_FAILFAST_GRACE_S: String(GRACE) };
+before(() => {
+  dir = fs.mkdtempSync('/tmp/tf-ranks-');
+  pack = path.join(dir, 'tiny');
+  execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '-q', '-o', pack]);
+});
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const serve = (args = []) => start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', '--local-ranks', '2', ...args, pack], env);
+const followers = (srv) => execFileSync('pgrep', ['-P', String(srv.proc.pid)]).toString().trim().split('\n').map(Number);
+const ask = (extra = {}) => ({ model: 'tiny', messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 8, ...extra });
+
+test('two ranks: both SDKs, the same seeded reply; health and metrics name the world', async () => {
+  const srv = await serve();
+  const oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
+  const an = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
+  const req = ask({ temperature: 0.8, reasoning_effort: 'none' }); // the default seed: the prompt's
+  const a = await oa.chat.completions.create(req);
+  const b = await oa.chat.completions.create({ ...req, stream: true });
+  let streamed = '';
+  for await (const c of b) streamed += c.choices[0]?.delta?.content ?? '';
+  assert.equal(a.usage.completion_tokens, 8);
+  assert.equal(streamed, a.choices[0].message.content ?? '');
+  const m = await an.messages.create({ model: 'tiny', max_tokens: 8, messages: req.messages, temperature: 0.8,
+    thinking: { type: 'disabled' } });
+  assert.equal(m.usage.output_tokens, 8);
+  assert.equal(m.content.filter((c) => c.type === 'text').map((c) => c.text).join(''), a.choices[0].message.content ?? '');
+  const h = await (await fetch(srv.url + '/health', { headers: { authorization: 'Bearer x' } })).json();
+  assert.equal(h.world, 2);
+  assert.deepEqual(h.ranks, [{ rank: 0, state: 'serving' }, { rank: 1, state: 'up' }]);
+  const metrics = await (await fetch(srv.url + '/metrics')).text();
+  assert.match(metrics, /^tf_tp_world 2$/m);
+  assert.match(metrics, /^tf_tp_rank_up\{rank="1",state="up"\} 1$/m);
+  const pids = followers(srv);
+  assert.equal(pids.length, 1);
+  const exit = await srv.stop('SIGTERM');
+  assert.equal(exit.code, 0);
+  assert.match(srv.stderr(), /rank 1: stopped after \d+ calls/);
+});
+
+test('a follower killed under load: streams get an error frame, new requests 503, rank 0 exits 70 in time', async () => {
+  const srv = await serve();
+  let seen = 0;
+  const long = (i) => stream(srv.url + '/v1/chat/completions',
+    ask({ max_tokens: 3000, ignore_eos: true, stream: true, seed: i, reasoning_effort: 'none' }), () => { seen++; return false; });
+  const streams = [long(1), long(2), long(3)];
+  while (seen < 12) await sleep(10);
+  const [pid] = followers(srv);
+  const t0 = Date.now();
+  process.kill(pid, 'SIGKILL');
+  const done = await Promise.all(streams);
+  for (const d of done) {
+    const f = d.frames;
+    assert.equal(f[f.length - 1].data, '[DONE]', 'the stream ends');
+    assert.ok(f.some((x) => x.data?.error?.type === 'server_error'), 'an error frame, not a hang');
+  }
+  await sleep(100);
+  const r = await post(srv.url + '/v1/chat/completions', ask());
+  assert.equal(r.status, 503);
+  const exit = await srv.exited;
+  const took = (Date.now() - t0) / 1000;
+  assert.equal(exit.code, 70);
+  assert.ok(took <= GRACE + 0.5, `rank 0 exited ${took.toFixed(3)} s after the kill`);
+  assert.match(srv.stderr(), /tp fail-fast: rank 0: rank 1 closed the fate channel/);
+});
+
+test('SIGTERM with a stream running: it finishes, then every rank stops with 0', async () => {
+  const srv = await serve();
+  let n = 0;
+  const s = stream(srv.url + '/v1/chat/completions', ask({ max_tokens: 30, ignore_eos: true, stream: true }), () => { n++; return false; });
+  while (n < 3) await sleep(10);
+  const [pid] = followers(srv);
+  srv.proc.kill('SIGTERM');
+  const d = await s;
+  assert.ok(d.frames.some((f) => f.data?.choices?.[0]?.finish_reason === 'length'));
+  assert.equal((await srv.exited).code, 0);
+  assert.throws(() => process.kill(pid, 0), 'the follower is gone');
+});
