@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# gpu-model-bench.sh OUT [BIN]: issue 15's benchmarks of the model on one
+# GPU, as BENCHMARKS.md records them: tf-bench decode of half the release
+# (--preset release --layers 20, weights generated on the device) at 1, 4,
+# 16 and 64 sequences and 1K, 4K and 32K context, each step beside its byte
+# floor; the 1K case again with graphs off (TF_CUDA_GRAPHS=0); then
+# tf-serve --engine cuda --synthetic on a sparse release-shaped pack of 20
+# layers, loaded by tf-bench serve at concurrency 1, 16 and 64 (prompts of
+# 400 random words, 64 tokens each). BIN holds tf-bench, tf-pack-synth and
+# tf-serve (default build/bin). Each step's log goes to OUT; a summary line
+# per step to OUT/summary.txt. Runs on a GPU host (tools/gpu-check.sh's).
+set -u
+out=${1:?usage: gpu-model-bench.sh OUT [BIN]}
+bin=${2:-build/bin}
+mkdir -p "$out"
+S=$out/summary.txt
+step() {
+	local name=$1 limit=$2 s rc
+	shift 2
+	s=$(date +%s)
+	timeout "$limit" "$@" >"$out/$name.log" 2>&1
+	rc=$?
+	echo "$name rc=$rc $(($(date +%s) - s)) s" >>"$S"
+}
+dec() { "$bin/tf-bench" decode --backend cuda --preset release --layers 20 "$@"; }
+step dec1k 150 dec -r 1,4,16,64 --ctx 1024 -t 3
+step dec1k-eager 150 env TF_CUDA_GRAPHS=0 "$bin/tf-bench" decode --backend cuda --preset release \
+	--layers 20 -r 1,64 --ctx 1024 -t 3
+step dec4k 150 dec -r 1,4,16,64 --ctx 4096 -t 3
+step dec32k 250 dec -r 1,16,64 --ctx 32768 -t 3
+
+pack=$(mktemp -d /tmp/tf-rel20.XXXXXX)
+trap 'kill "$srv" 2>/dev/null; rm -rf "$pack"' EXIT
+"$bin/tf-pack-synth" -p release --layers 20 --sparse -q -o "$pack/rel20"
+"$bin/tf-serve" --engine cuda --synthetic -c 8192 -l 64 --prefix-cache 0 --port 18090 \
+	"$pack/rel20" >"$out/serve.log" 2>&1 &
+srv=$!
+for i in $(seq 1 180); do
+	curl -s localhost:18090/health >/dev/null 2>&1 && break
+	sleep 1
+done
+echo "serve up after $i s" >>"$S"
+for c in 1 16 64; do
+	n=$((c * 2))
+	[ "$c" = 1 ] && n=4
+	step "serve-c$c" 300 "$bin/tf-bench" serve --port 18090 --model rel20 --random-words 400 \
+		--max-tokens 64 --ignore-eos --concurrency "$c" --requests "$n" --json
+done
+kill -TERM "$srv"
+wait "$srv"
+echo "serve exit $?" >>"$S"
+cat "$S"
