@@ -8,7 +8,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 : "${TF_BIN:?set TF_BIN to the folder of the built programs}"
 export TF_BIN LC_ALL=C.UTF-8
-unset TF_LOG TF_API_KEY TF_API_KEY_FILE TF_SSE_KEEPALIVE_S TF_DRAIN_S TF_PORT TF_HOST TF_ENGINE
+unset TF_LOG TF_API_KEY TF_API_KEY_FILE TF_SSE_KEEPALIVE_S TF_DRAIN_S TF_PORT TF_HOST TF_ENGINE TF_DRAFTS TF_DRAFT_DEPTH
 cd "$here" || exit 1
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
 	if ! npm ci --no-audit --no-fund --loglevel=error >"$here/npm.log" 2>&1; then
