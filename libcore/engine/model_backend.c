@@ -256,8 +256,14 @@ static tf_status propose(struct cpu *c, struct tf_engine_round *r, size_t *extra
 						       .pos = tf_model_seq_len(c->model, lane_seq(lane)),
 						       .max = k};
 	}
-	if (n && (st = c->proposer.propose(c->proposer.ctx, c->reqs, n)))
-		return st;
+	if (n && (st = c->proposer.propose(c->proposer.ctx, c->reqs, n))) {
+		/* drafts are optional: the round runs plain */
+		tf_log(TF_LOG_WARN, "cpu: %s drafts failed, the round runs without: %s",
+		       c->proposer.name, tf_errmsg(st));
+		for (size_t i = 0; i < r->nrows; i++)
+			c->rowreq[i] = -1;
+		return TF_OK;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct tf_propose_req *q = &c->reqs[i];
 		if (q->ndrafts > q->max)

@@ -50,7 +50,7 @@ struct tf_proposer {
 	void *ctx;
 	/* Fill reqs[i].drafts (and ndrafts) for n rows of one round, each of
 	 * a distinct lane; rows with ndrafts already set are left alone. A
-	 * failure fails the round's requests (the backend's forward). */
+	 * failure leaves the round plain (the backend logs it). */
 	tf_status (*propose)(void *ctx, struct tf_propose_req *reqs, size_t n);
 	/* Optional: the row of req (as propose left it, ndrafts > 0) was
 	 * verified and `accepted` of its drafts accepted. */
