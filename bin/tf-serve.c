@@ -34,11 +34,12 @@
 #include "engine/prefix.h"
 #include "engine/stub.h"
 #include "serve/family.h"
+#include "engine/propose.h"
 #include "serve/gen.h"
 #include "serve/server.h"
 
 static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
-	*seed_salt;
+	*seed_salt, *drafts_arg;
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
 	connections, http_threads, memo_cap, top_k, threads, prefix_cache, device, world, rank,
 	local_ranks;
@@ -60,6 +61,7 @@ static const struct tf_opt opts[] = {
 	{"max-tokens", 0, TF_OPT_INT, &max_tokens, "N", "TF_MAX_TOKENS", "4096", "completion limit when a request names none", 1, 1 << 24, NULL},
 	{"lanes", 'l', TF_OPT_INT, &lanes, "N", "TF_LANES", "64", "requests running at once (more wait)", 1, 65536, NULL},
 	{"round-tokens", 0, TF_OPT_INT, &round_tokens, "N", "TF_ROUND_TOKENS", "2048", "token budget of one engine round", 16, 1 << 20, NULL},
+	{"drafts", 0, TF_OPT_STR, &drafts_arg, "N|off", "TF_DRAFTS", "7", "the most speculative drafts a decode row verifies (prompt lookup, then the pack's DSpark blocks; depth from measured costs), 1..7, or off", 0, 0, NULL},
 	{"prefix-cache", 0, TF_OPT_INT, &prefix_cache, "N", "TF_PREFIX_CACHE", "16", "prompt prefixes the cpu engine keeps for reuse (0: no prompt cache)", 0, 65536, NULL},
 	{"api-key", 'k', TF_OPT_STR, &api_key, "KEYS", "TF_API_KEY", NULL, "API keys, comma-separated (Bearer or x-api-key)", 0, 0, NULL},
 	{"api-key-file", 0, TF_OPT_STR, &api_key_file, "FILE", "TF_API_KEY_FILE", NULL, "file of API keys, one a line", 0, 0, NULL},
@@ -160,6 +162,30 @@ static void *signal_watch(void *arg)
 			atomic_fetch_add(&signals, 1);
 	}
 	return NULL;
+}
+
+/* --drafts: N in 1..TF_PROPOSE_MAX, or off (0). */
+static uint32_t parse_drafts(const char *v)
+{
+	if (!strcmp(v, "off") || !strcmp(v, "0"))
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || n < 1 || n > TF_PROPOSE_MAX)
+		tf_usage_error("--drafts must be 1..%d or off: '%s'", TF_PROPOSE_MAX, v);
+	return (uint32_t)n;
+}
+
+/* TF_DRAFT_DEPTH: measured (the default) or fixed (every row takes --drafts). */
+static bool fixed_depth(void)
+{
+	const char *v = getenv("TF_DRAFT_DEPTH");
+	if (!v || !*v || !strcmp(v, "measured"))
+		return false;
+	if (!strcmp(v, "fixed"))
+		return true;
+	tf_die(78, "TF_DRAFT_DEPTH must be measured or fixed: '%s'", v);
 }
 
 static const char *base_name(const char *p)
@@ -356,6 +382,7 @@ int main(int argc, char **argv)
 		tf_usage_error("a PACK or PREPARED folder is needed (or --engine stub)");
 	if (once && check)
 		tf_usage_error("--once and --check do not go together");
+	uint32_t drafts = parse_drafts(drafts_arg);
 	if (pack && !tf_file_exists(pack))
 		tf_die(66, "cannot open '%s': %s", pack, strerror(ENOENT));
 	if (path[0] != '/')
@@ -470,7 +497,8 @@ int main(int argc, char **argv)
 	uint8_t *drawable = NULL;
 	if (!stub && (st = tf_family_drawable(&family, tf_model_config(rank_model)->vocab, &drawable)))
 		tf_die_status(st, "cannot read the tokenizer's ids");
-	struct tf_engine_model_opts co = {.cache_entries = (uint32_t)prefix_cache, .drawable = drawable};
+	struct tf_engine_model_opts co = {.cache_entries = (uint32_t)prefix_cache, .drawable = drawable,
+					  .drafts = drafts, .fixed_depth = fixed_depth()};
 	struct tf_engine_backend be;
 	struct tf_planner pl;
 	struct tf_engine *engine;

@@ -42,7 +42,7 @@ struct tf_engine_job {
 	void (*notify)(void *ctx); /* under mu */
 	void *nctx;
 	bool notify_end_only;
-	uint32_t rounds;
+	uint32_t rounds, drafts;
 	double t_submit, t_admit, t_first, t_prefilled, t_end;
 };
 
@@ -175,6 +175,7 @@ static bool job_deliver(struct tf_engine *e, struct tf_engine_job *j, const int3
 				break;
 			}
 			j->cap = cap;
+			j->lane.gen = j->toks;
 		}
 		j->made[j->ntoks] = made;
 		if (j->lpbuf)
@@ -359,7 +360,7 @@ static bool run_round(struct tf_engine *e)
 		fail_running(e, st, why, false);
 		goto out;
 	}
-	uint64_t ptoks = 0, gen = 0;
+	uint64_t ptoks = 0, gen = 0, drafts = 0, drafted = 0, accepted = 0;
 	for (size_t i = 0; i < np; i++) {
 		struct tf_engine_piece *p = &pieces[i];
 		struct tf_engine_job *j = (struct tf_engine_job *)((char *)p->lane -
@@ -393,6 +394,17 @@ static bool run_round(struct tf_engine *e)
 			continue;
 		}
 		gen += w->ntokens;
+		if (w->drafted) {
+			/* lane counts: the engine thread's; the result reads them under mu */
+			pthread_mutex_lock(&j->mu);
+			j->drafts++;
+			w->lane->drafted += w->drafted;
+			w->lane->accepted += w->accepted;
+			pthread_mutex_unlock(&j->mu);
+			drafts++;
+			drafted += w->drafted;
+			accepted += w->accepted;
+		}
 		if (job_deliver(e, j, w->tokens, w->lp, w->ntokens, made))
 			w->lane = NULL;
 	}
@@ -415,6 +427,9 @@ static bool run_round(struct tf_engine *e)
 	e->stats.rows += nrows;
 	e->stats.prompt_tokens += ptoks;
 	e->stats.generated += gen;
+	e->stats.drafts += drafts;
+	e->stats.drafted += drafted;
+	e->stats.accepted += accepted;
 	e->stats.forward_s += dt;
 	pthread_mutex_unlock(&e->mu);
 out:
@@ -735,6 +750,9 @@ void tf_engine_job_result(struct tf_engine_job *j, struct tf_engine_result *r)
 		.cached = j->lane.cached,
 		.completion = (uint32_t)j->ntoks,
 		.rounds = j->rounds,
+		.drafts = j->drafts,
+		.drafted = (uint32_t)j->lane.drafted,
+		.accepted = (uint32_t)j->lane.accepted,
 		.queued_s = j->t_admit ? j->t_admit - j->t_submit : end - j->t_submit,
 		.ttft_s = j->t_first ? j->t_first - j->t_submit : 0,
 		.prefill_s = j->t_admit ? (j->t_prefilled ? j->t_prefilled : end) - j->t_admit : 0,

@@ -47,6 +47,9 @@ struct tf_engine_params {
 	/* -1: the constraint starts at the first token; else at the token
 	 * after this id (reasoning runs free until its end marker). */
 	int32_t grammar_after;
+	/* Draft nothing for this request (the request's "draft": false): the
+	 * serial reference. Drafted or not, a request gives the same tokens. */
+	bool no_draft;
 };
 
 /* A delivered token's log-probability under the row's own softmax (no
@@ -74,6 +77,9 @@ struct tf_lane {
 	const struct tf_engine_params *params;
 	void *state;                      /* the backend's */
 	int32_t gstate;                   /* the grammar's state (constrain.h) */
+	const int32_t *gen;               /* the ngen delivered tokens (engine thread only;
+					   * moves as it grows) */
+	uint64_t drafted, accepted;       /* drafts verified and accepted so far */
 };
 
 /* A prompt piece: ids [start, end) of lane's prompt go into the cache. When
@@ -90,10 +96,14 @@ struct tf_engine_piece {
 };
 
 /* A decode row: the lane's last token goes in, 0..TF_ENGINE_ROW_MAX tokens
- * come out (0: nothing this round, as a stub's silence). */
+ * come out (0: nothing this round, as a stub's silence). A backend that
+ * drafts verifies `drafted` drafts after the last token in the same
+ * forward and delivers the `accepted` of them that equal its own draws,
+ * then the draw after them: ntokens = accepted + 1. */
 struct tf_engine_row {
 	struct tf_lane *lane;
 	tf_status st;
+	uint32_t drafted, accepted;
 	uint32_t ntokens;
 	int32_t tokens[TF_ENGINE_ROW_MAX];
 	struct tf_engine_logprob *lp; /* as in a piece */
@@ -158,6 +168,9 @@ struct tf_engine_result {
 	bool halted;         /* failed by tf_engine_halt */
 	uint32_t prompt, cached, completion;
 	uint32_t rounds;     /* rounds in which the job ran */
+	uint32_t drafts;     /* decode rows that verified drafts */
+	uint32_t drafted;    /* draft tokens verified */
+	uint32_t accepted;   /* of which accepted (delivered as drawn) */
 	double queued_s;     /* submit to admission */
 	double ttft_s;       /* submit to the first token (0 when none) */
 	double prefill_s;    /* admission to the end of the prompt */
@@ -167,6 +180,7 @@ struct tf_engine_result {
 /* Engine-wide counters (for /health and /metrics). */
 struct tf_engine_stats {
 	uint64_t rounds, pieces, rows, prompt_tokens, generated;
+	uint64_t drafts, drafted, accepted; /* rows with drafts, draft tokens, accepted */
 	uint32_t running, filling, waiting;
 	double forward_s;
 	bool halted;

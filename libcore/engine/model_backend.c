@@ -5,13 +5,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
 #include "compute/kv.h"
 #include "compute/sample.h"
 #include "engine/constrain.h"
+#include "engine/depth.h"
 #include "engine/prefix.h"
+#include "engine/propose.h"
 
 struct cpu {
 	struct tf_model *model;
@@ -20,13 +23,27 @@ struct cpu {
 	uint32_t vocab;
 	uint32_t *undrawable, nundrawable; /* ids never drawn */
 	int32_t eos;
+	/* drafts (model_backend.h) */
+	uint32_t drafts;
+	struct tf_proposer proposer;
+	struct tf_depth depth;
 	/* per-round scratch, grown as needed */
 	size_t cap;
 	int32_t *ids;
 	int64_t *pos;
 	int *seq;
 	float *logits;
+	size_t caprows;
+	struct tf_propose_req *reqs;
+	int *rowreq; /* a decode row's index in reqs, or -1 */
 };
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static tf_status grow(struct cpu *c, size_t rows)
 {
@@ -44,10 +61,13 @@ static tf_status grow(struct cpu *c, size_t rows)
 	return TF_OK;
 }
 
-/* A lane's state: its cache sequence and the prompt prefixes to save. */
+/* A lane's state: its cache sequence, the prompt prefixes to save, and
+ * its drafts' record (for the depth rule). */
 struct lane_state {
 	int seq;
 	uint32_t save[TF_PREFIX_SAVES];
+	uint64_t accepted, rejects;
+	uint32_t idle; /* rows since it last drafted */
 };
 
 static int lane_seq(const struct tf_lane *lane)
@@ -106,6 +126,8 @@ static tf_status begin(void *ctx, struct tf_lane *lane)
 static void end(void *ctx, struct tf_lane *lane)
 {
 	struct cpu *c = ctx;
+	if (c->proposer.forget)
+		c->proposer.forget(c->proposer.ctx, lane);
 	if (lane->state)
 		tf_model_seq_free(c->model, lane_seq(lane));
 	free(lane->state);
@@ -146,7 +168,8 @@ static void make_room(struct cpu *c, const struct tf_engine_round *r)
 		need += pages(r->pieces[i].end) - pages(r->pieces[i].start);
 	for (size_t i = 0; i < r->nrows; i++) {
 		int64_t n = tf_model_seq_len(c->model, lane_seq(r->rows[i].lane));
-		need += pages(n + 1) - pages(n);
+		int k = c->rowreq && c->rowreq[i] >= 0 ? (int)c->reqs[c->rowreq[i]].ndrafts : 0;
+		need += pages(n + 1 + k) - pages(n);
 	}
 	while (tf_model_free_pages(c->model) < need && evict_one(c, NULL))
 		;
@@ -180,16 +203,134 @@ static void logprobs(struct cpu *c, const float *logits, const struct tf_lane *l
 			   out->top_ids, out->top_lp);
 }
 
+/* Drafts a row may verify: none for no_draft or the last token a request
+ * may take, never past max_tokens, the rest from the depth rule. */
+static uint32_t draft_budget(struct cpu *c, const struct tf_lane *lane, size_t lanes)
+{
+	const struct tf_engine_params *p = lane->params;
+	if (!c->drafts || p->no_draft || lane->ngen + 1 >= p->max_tokens)
+		return 0;
+	uint32_t k = p->max_tokens - lane->ngen - 1;
+	if (k > c->drafts)
+		k = c->drafts;
+	const struct lane_state *ls = lane->state;
+	return tf_depth_choose(&c->depth, ls->accepted, ls->rejects, ls->idle, (uint32_t)lanes, k);
+}
+
+static tf_status grow_rows(struct cpu *c, size_t n)
+{
+	if (n <= c->caprows)
+		return TF_OK;
+	size_t cap = c->caprows ? c->caprows * 2 : 16;
+	while (cap < n)
+		cap *= 2;
+	if (tf_realloc_array(&c->reqs, cap, sizeof(*c->reqs)) ||
+	    tf_realloc_array(&c->rowreq, cap, sizeof(*c->rowreq)))
+		return tf_err(TF_ERR_NOMEM, "out of memory for drafts");
+	c->caprows = cap;
+	return TF_OK;
+}
+
+/* The round's drafts: one proposer call for every row that may draft.
+ * Returns the rows the drafts add. */
+static tf_status propose(struct cpu *c, struct tf_engine_round *r, size_t *extra)
+{
+	*extra = 0;
+	tf_status st = grow_rows(c, r->nrows);
+	if (st)
+		return st;
+	for (size_t i = 0; i < r->nrows; i++)
+		c->rowreq[i] = -1;
+	if (!c->drafts)
+		return TF_OK;
+	size_t n = 0;
+	for (size_t i = 0; i < r->nrows; i++) {
+		struct tf_lane *lane = r->rows[i].lane;
+		uint32_t k = draft_budget(c, lane, r->nrows);
+		if (!k) {
+			((struct lane_state *)lane->state)->idle++;
+			continue;
+		}
+		c->rowreq[i] = (int)n;
+		c->reqs[n++] = (struct tf_propose_req){.lane = lane, .seq = lane_seq(lane),
+						       .pos = tf_model_seq_len(c->model, lane_seq(lane)),
+						       .max = k};
+	}
+	if (n && (st = c->proposer.propose(c->proposer.ctx, c->reqs, n))) {
+		/* drafts are optional: the round runs plain */
+		tf_log(TF_LOG_WARN, "cpu: %s drafts failed, the round runs without: %s",
+		       c->proposer.name, tf_errmsg(st));
+		for (size_t i = 0; i < r->nrows; i++)
+			c->rowreq[i] = -1;
+		return TF_OK;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct tf_propose_req *q = &c->reqs[i];
+		if (q->ndrafts > q->max)
+			q->ndrafts = q->max;
+		struct lane_state *ls = q->lane->state;
+		ls->idle = q->ndrafts ? 0 : ls->idle + 1;
+		*extra += q->ndrafts;
+	}
+	return TF_OK;
+}
+
+/* Verify decode row `row` whose rows begin at `at`: draw after the pending
+ * token and after each accepted draft, in order, as plain rows would. */
+static void verify(struct cpu *c, struct tf_engine_row *row, size_t at)
+{
+	struct tf_lane *lane = row->lane;
+	int64_t P = c->pos[at];
+	uint32_t k = row->drafted;
+	const int32_t *d = c->ids + at + 1; /* the drafts as they went in */
+	const struct tf_engine_params *p = lane->params;
+	uint32_t a = 0;
+	int64_t keep = P + 1 + k; /* the sequence as the forward left it */
+	for (uint32_t j = 0;; j++) {
+		float *lg = c->logits + (at + j) * c->vocab;
+		tf_status st = draw(c, lg, lane, (uint64_t)(P + j + 1), &row->tokens[j]);
+		if (st) {
+			if (j == 0) {
+				row->st = st; /* as the plain row fails */
+				return;
+			}
+			/* the plain run delivers what came before and fails on
+			 * the next round: make the last token pending again */
+			a = j - 1;
+			keep = P + j;
+			break;
+		}
+		if (row->lp)
+			logprobs(c, lg, lane, row->tokens[j], &row->lp[j]);
+		row->ntokens = j + 1;
+		bool eos = p->stop_eos && c->eos >= 0 && row->tokens[j] == c->eos;
+		if (j == k || row->tokens[j] != d[j] || eos) {
+			a = j;
+			keep = P + 1 + j;
+			break;
+		}
+	}
+	row->accepted = a;
+	if (keep < P + 1 + k) {
+		tf_status st = tf_model_seq_rollback(c->model, lane_seq(lane), keep);
+		if (st)
+			row->st = st;
+	}
+}
+
 static tf_status forward(void *ctx, struct tf_engine_round *r)
 {
 	struct cpu *c = ctx;
-	size_t rows = r->nrows;
+	size_t rows = r->nrows, extra = 0;
 	for (size_t i = 0; i < r->npieces; i++)
 		rows += r->pieces[i].end - r->pieces[i].start;
 	if (!rows)
 		return TF_OK;
-	tf_status st = grow(c, rows);
+	tf_status st = propose(c, r, &extra);
 	if (st)
+		return st;
+	rows += extra;
+	if ((st = grow(c, rows)))
 		return st;
 	make_room(c, r);
 	size_t at = 0;
@@ -201,14 +342,23 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 			c->seq[at] = lane_seq(pc->lane);
 		}
 	}
-	for (size_t i = 0; i < r->nrows; i++, at++) {
-		const struct tf_lane *lane = r->rows[i].lane;
-		c->ids[at] = lane->last;
-		c->pos[at] = tf_model_seq_len(c->model, lane_seq(lane));
-		c->seq[at] = lane_seq(lane);
+	for (size_t i = 0; i < r->nrows; i++) {
+		struct tf_engine_row *row = &r->rows[i];
+		const struct tf_lane *lane = row->lane;
+		const struct tf_propose_req *q = c->rowreq[i] >= 0 ? &c->reqs[c->rowreq[i]] : NULL;
+		int64_t P = tf_model_seq_len(c->model, lane_seq(lane));
+		row->drafted = q ? q->ndrafts : 0;
+		/* ids [last, d_1 .. d_k] at P .. P + k */
+		for (uint32_t j = 0; j <= row->drafted; j++, at++) {
+			c->ids[at] = j ? q->drafts[j - 1] : lane->last;
+			c->pos[at] = P + j;
+			c->seq[at] = lane_seq(lane);
+		}
 	}
+	double t0 = now_s();
 	if ((st = tf_model_forward(c->model, (int)rows, c->ids, c->pos, c->seq, c->logits)))
 		return st;
+	tf_depth_observe(&c->depth, (uint32_t)rows, now_s() - t0);
 	at = 0;
 	for (size_t i = 0; i < r->npieces; i++) {
 		struct tf_engine_piece *pc = &r->pieces[i];
@@ -226,14 +376,18 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 				logprobs(c, lg, pc->lane, pc->tokens[0], &pc->lp[0]);
 		}
 	}
-	for (size_t i = 0; i < r->nrows; i++, at++) {
+	for (size_t i = 0; i < r->nrows; i++) {
 		struct tf_engine_row *row = &r->rows[i];
-		float *lg = c->logits + at * c->vocab;
-		if ((row->st = draw(c, lg, row->lane, (uint64_t)c->pos[at] + 1, &row->tokens[0])))
+		uint32_t k = row->drafted;
+		verify(c, row, at);
+		at += 1 + k;
+		if (!k)
 			continue;
-		row->ntokens = 1;
-		if (row->lp)
-			logprobs(c, lg, row->lane, row->tokens[0], &row->lp[0]);
+		struct lane_state *ls = row->lane->state;
+		ls->accepted += row->accepted;
+		ls->rejects += row->accepted < k;
+		if (c->proposer.observe)
+			c->proposer.observe(c->proposer.ctx, &c->reqs[c->rowreq[i]], row->accepted);
 	}
 	return TF_OK;
 }
@@ -257,6 +411,9 @@ static void cpu_free(void *ctx)
 	tf_model_free(c->model);
 	tf_prefix_free(c->prefix);
 	tf_sampler_free(c->sampler);
+	tf_proposer_release(&c->proposer);
+	free(c->reqs);
+	free(c->rowreq);
 	free(c->ids);
 	free(c->pos);
 	free(c->seq);
@@ -281,20 +438,45 @@ static tf_status keep_drawable(struct cpu *c, const uint8_t *drawable)
 	return TF_OK;
 }
 
+/* Prompt lookup, then DSpark where the pack has its blocks. */
+static tf_status default_proposer(struct tf_model *model, struct tf_proposer *out)
+{
+	struct tf_proposer look, ds;
+	tf_status st = tf_proposer_lookup(NULL, &look);
+	if (st || tf_model_draft_block(model) <= 0) {
+		*out = st ? (struct tf_proposer){0} : look;
+		return st;
+	}
+	if ((st = tf_proposer_dspark(model, &ds))) {
+		tf_proposer_release(&look);
+		return st;
+	}
+	return tf_proposer_pair(&look, &ds, out);
+}
+
 tf_status tf_engine_model_new(struct tf_model *model, int32_t eos, const struct tf_engine_model_opts *o,
 			    struct tf_engine_backend *out)
 {
+	struct tf_proposer given = o && o->proposer ? *o->proposer : (struct tf_proposer){0};
 	struct cpu *c = calloc(1, sizeof *c);
 	if (!c) {
+		tf_proposer_release(&given);
 		tf_model_free(model);
 		return tf_err(TF_ERR_NOMEM, "out of memory");
 	}
 	c->model = model;
+	c->proposer = given;
 	c->eos = eos;
 	c->vocab = tf_model_config(model)->vocab;
 	tf_status st = tf_sampler_new(c->vocab, &c->sampler);
 	if (!st && o && o->drawable)
 		st = keep_drawable(c, o->drawable);
+	if (!st && o && o->drafts) {
+		c->drafts = o->drafts < TF_PROPOSE_MAX ? o->drafts : TF_PROPOSE_MAX;
+		tf_depth_init(&c->depth, o->fixed_depth);
+		if (!c->proposer.propose)
+			st = default_proposer(model, &c->proposer);
+	}
 	if (!st && o && o->cache_entries) {
 		struct tf_prefix_config pc = {.block = TF_PREFIX_BLOCK, .max_entries = o->cache_entries};
 		st = tf_prefix_new(&pc, &c->prefix);

@@ -387,6 +387,7 @@ static tf_status tokens_in(struct tf_gen *g, const int32_t *t, const double *mad
 	for (size_t i = 0; i < n; i++) {
 		if (g->stop_hit)
 			return TF_OK;
+		g->nused++;
 		g->t_made = made[i];
 		if (i < nlp)
 			tf_lpout_add(&g->lpo, t[i], &g->lpv[i]);
@@ -442,10 +443,12 @@ static json_t *usage_json(struct tf_gen *g)
 static json_t *extras_json(struct tf_gen *g)
 {
 	const struct tf_engine_result *r = &g->res;
-	return json_pack("{s:i,s:i,s:i,s:s,s:f,s:f,s:f,s:f,s:i}", "prompt", (int)r->prompt, "cached",
-			 (int)r->cached, "completion", (int)r->completion, "finish",
+	return json_pack("{s:i,s:i,s:i,s:s,s:f,s:f,s:f,s:f,s:i,s:i,s:i,s:i}", "prompt", (int)r->prompt,
+			 "cached", (int)r->cached, "completion", (int)r->completion, "finish",
 			 tf_engine_end_str(r->end), "queued_s", r->queued_s, "ttft_s", r->ttft_s,
-			 "prefill_s", r->prefill_s, "decode_s", r->decode_s, "rounds", (int)r->rounds);
+			 "prefill_s", r->prefill_s, "decode_s", r->decode_s, "rounds", (int)r->rounds,
+			 "drafts", (int)r->drafts, "drafted", (int)r->drafted, "accepted",
+			 (int)r->accepted);
 }
 
 static bool failed(const struct tf_gen *g)
@@ -792,6 +795,7 @@ static struct tf_engine_params engine_params(const struct tf_gen *g, const int32
 		.logprobs = q->logprobs && q->api != TF_API_MESSAGES,
 		.top_logprobs = (uint8_t)q->top_logprobs,
 		.grammar_after = -1,
+		.no_draft = q->no_draft,
 	};
 }
 
@@ -928,8 +932,15 @@ tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *d
 		if (!rc && g->reader && !g->reader_final)
 			rc = g->env->family->reader_feed(g->reader, "", 0, true, on_delta, g);
 		tf_engine_job_result(g->job, &g->res);
-		if (g->stop_hit && g->res.end == TF_ENGINE_CANCELLED)
+		if (g->stop_hit && (g->res.end == TF_ENGINE_CANCELLED ||
+				    (g->res.end == TF_ENGINE_LENGTH && g->nused < g->max_tokens)))
 			g->res.end = TF_ENGINE_EOS;
+		/* A stop string ends the reply at the token that made it, however
+		 * many the engine delivered past it before the cancel took (a
+		 * drafted row delivers several at once): the count is the same
+		 * drafted or not. */
+		if (g->stop_hit && g->res.completion > g->nused)
+			g->res.completion = g->nused;
 		g->t_end = tf_gen_now();
 		if (g->stream)
 			stream_close(g);

@@ -65,6 +65,7 @@ struct tf_gen {
 	double t_start, t_last_write, t_last_event, t_end;
 	uint32_t events;
 	uint32_t nread;               /* completion tokens pumped */
+	uint32_t nused;               /* of which fed to the text before a stop string hit */
 	double itl_sum, itl_max;
 	uint32_t itl_n[TF_METRICS_NB + 1];
 	/* Log-probabilities (OpenAI routes, when asked): entries not yet

@@ -54,6 +54,7 @@ struct lreq {
 	double t_send, t_first, t_last, t_end;
 	double made;            /* the pending ": tf-made" stamp, seconds (0: none) */
 	uint32_t events, prompt_tokens, completion_tokens;
+	uint32_t drafts, drafted, accepted; /* from the reply's tf block */
 	bool got_done, failed, held;
 	char why[128];
 };
@@ -348,7 +349,8 @@ bool tf_loadgen_scan(const char *d, size_t n, struct tf_buf *text, bool *token)
 						goto full;
 				if (!scan_lit(&s, ']'))
 					goto full;
-			} else if (!strcmp(k, "usage") || !strcmp(k, "error") || !scan_skip(&s, 0)) {
+			} else if (!strcmp(k, "usage") || !strcmp(k, "error") || !strcmp(k, "tf") ||
+				   !scan_skip(&s, 0)) {
 				goto full;
 			}
 		} while (scan_lit(&s, ','));
@@ -393,6 +395,12 @@ static void on_data(struct lreq *q, const char *d, size_t n, double t)
 	if (json_is_object(u)) {
 		q->prompt_tokens = (uint32_t)json_integer_value(json_object_get(u, "prompt_tokens"));
 		q->completion_tokens = (uint32_t)json_integer_value(json_object_get(u, "completion_tokens"));
+	}
+	const json_t *tf = json_object_get(v, "tf");
+	if (json_is_object(tf)) {
+		q->drafts = (uint32_t)json_integer_value(json_object_get(tf, "drafts"));
+		q->drafted = (uint32_t)json_integer_value(json_object_get(tf, "drafted"));
+		q->accepted = (uint32_t)json_integer_value(json_object_get(tf, "accepted"));
 	}
 	const json_t *ch = json_array_get(json_object_get(v, "choices"), 0);
 	const json_t *delta = json_object_get(ch, "delta");
@@ -727,6 +735,9 @@ tf_status tf_loadgen_run(const struct tf_loadgen_config *c, struct tf_loadgen_re
 		r->input_tokens += x->prompt_tokens;
 		uint32_t out = x->completion_tokens ? x->completion_tokens : x->events;
 		r->output_tokens += out;
+		r->drafts += x->drafts;
+		r->drafted += x->drafted;
+		r->accepted += x->accepted;
 		double e2e = x->t_end - x->t_send, first = x->t_first - x->t_send;
 		dvec_push(&e2el, e2e);
 		if (x->events)
@@ -797,6 +808,12 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 			r->total_rate, "ttft", stat_json(&r->ttft), "tpot", stat_json(&r->tpot), "itl",
 			stat_json(&r->itl), "e2el", stat_json(&r->e2el), "added", stat_json(&r->added),
 			"first_error", r->first_error);
+		json_object_set_new(v, "drafts", json_integer((json_int_t)r->drafts));
+		json_object_set_new(v, "drafted", json_integer((json_int_t)r->drafted));
+		json_object_set_new(v, "accepted", json_integer((json_int_t)r->accepted));
+		json_object_set_new(v, "accept_rate", json_real(r->drafted ? (double)r->accepted / (double)r->drafted : 0));
+		json_object_set_new(v, "mean_accepted_length",
+				    json_real(r->drafts ? (double)r->accepted / (double)r->drafts : 0));
 		char *s = json_dumps(v, JSON_INDENT(2));
 		json_decref(v);
 		if (s)
@@ -814,6 +831,15 @@ void tf_loadgen_report(const struct tf_loadgen_config *c, const struct tf_loadge
 	tf_buf_printf(o, "tokens in %llu, out %llu; throughput %.2f req/s, %.1f out tok/s, %.1f total tok/s\n",
 		      (unsigned long long)r->input_tokens, (unsigned long long)r->output_tokens,
 		      r->request_rate, r->output_rate, r->total_rate);
+	if (r->drafts)
+		tf_buf_printf(o, "drafts: %llu rows verified %llu draft tokens, %llu accepted (%.1f%%), "
+			      "mean accepted length %.2f a drafted row\n",
+			      (unsigned long long)r->drafts, (unsigned long long)r->drafted,
+			      (unsigned long long)r->accepted,
+			      r->drafted ? 100.0 * (double)r->accepted / (double)r->drafted : 0.0,
+			      (double)r->accepted / (double)r->drafts);
+	else
+		tf_buf_printf(o, "drafts: none verified\n");
 	stat_line(o, "TTFT", &r->ttft);
 	stat_line(o, "TPOT", &r->tpot);
 	stat_line(o, "ITL", &r->itl);

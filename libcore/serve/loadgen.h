@@ -47,6 +47,8 @@ struct tf_loadgen_stat {
 struct tf_loadgen_result {
 	uint32_t completed, failed, held, mismatched;
 	uint64_t input_tokens, output_tokens;
+	uint64_t drafts, drafted, accepted; /* the replies' tf blocks: rows that drafted,
+					     * draft tokens verified, accepted */
 	double duration_s;
 	double request_rate, output_rate, total_rate; /* per second */
 	struct tf_loadgen_stat ttft, tpot, itl, e2el;  /* seconds */

@@ -191,6 +191,9 @@ void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_e
 			      (unsigned long long)c.http[i]);
 	metric(o, "tf_engine_rounds_total", "counter", "engine rounds run", tl, (double)es->rounds);
 	metric(o, "tf_engine_forward_seconds_total", "counter", "seconds in backend forwards", tl, es->forward_s);
+	metric(o, "tf_draft_rows_total", "counter", "decode rows that verified drafts", tl, (double)es->drafts);
+	metric(o, "tf_draft_tokens_total", "counter", "draft tokens verified", tl, (double)es->drafted);
+	metric(o, "tf_draft_accepted_tokens_total", "counter", "draft tokens accepted (delivered as drawn)", tl, (double)es->accepted);
 	metric(o, "tf_requests_running", "gauge", "requests holding a lane", tl, es->running);
 	metric(o, "tf_requests_filling", "gauge", "running requests still prefilling", tl, es->filling);
 	metric(o, "tf_requests_waiting", "gauge", "requests queued for a lane", tl, es->waiting);
@@ -224,6 +227,9 @@ void tf_metrics_write(struct tf_metrics *m, const char *model, const struct tf_e
 	metric(o, "vllm:num_requests_waiting", "gauge", "requests waiting", vl, es->waiting);
 	metric(o, "vllm:prompt_tokens_total", "counter", "prefill tokens processed", vl, (double)c.prompt);
 	metric(o, "vllm:generation_tokens_total", "counter", "generation tokens processed", vl, (double)c.completion);
+	metric(o, "vllm:spec_decode_num_drafts_total", "counter", "speculative draft rows", vl, (double)es->drafts);
+	metric(o, "vllm:spec_decode_num_draft_tokens_total", "counter", "speculative draft tokens", vl, (double)es->drafted);
+	metric(o, "vllm:spec_decode_num_accepted_tokens_total", "counter", "speculative tokens accepted", vl, (double)es->accepted);
 	metric(o, "vllm:prefix_cache_hits_total", "counter", "prompt tokens found cached", vl, (double)c.cached);
 	metric(o, "vllm:prefix_cache_queries_total", "counter", "prompt tokens looked up", vl, (double)c.prompt);
 	tf_buf_printf(o, "# HELP vllm:request_success_total finished requests\n"

@@ -146,6 +146,10 @@ static tf_status common(struct tf_req *r)
 	if ((rc = integer(r, "seed", INT64_MIN, INT64_MAX, &r->has_seed, &seed)))
 		return rc;
 	r->seed = (uint64_t)seed;
+	const json_t *d = json_object_get(r->body, "draft");
+	if (d && !json_is_null(d) && !json_is_boolean(d))
+		return BAD(r, "draft", "draft must be a boolean");
+	r->no_draft = json_is_false(d);
 	const json_t *p = json_object_get(r->body, "priority");
 	if (p && !json_is_null(p)) {
 		if (json_is_string(p))

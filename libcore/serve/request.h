@@ -50,6 +50,7 @@ struct tf_req {
 	bool stream, include_usage;
 	int64_t max_tokens;     /* -1: not given */
 	bool ignore_eos, background;
+	bool no_draft;          /* "draft": false: the serial reference (no speculative drafts) */
 	bool has_temperature, has_top_p, has_top_k, has_min_p, has_seed;
 	double temperature, top_p, min_p;
 	int64_t top_k;

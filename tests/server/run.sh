@@ -25,7 +25,7 @@ if ! command -v node >/dev/null; then
 	echo "server: node is missing on this host: the SDK tests did not run; 0 passed, 1 failed"
 	exit 1
 fi
-unset TF_LOG TF_API_KEY TF_API_KEY_FILE TF_SSE_KEEPALIVE_S TF_DRAIN_S TF_PORT TF_HOST TF_ENGINE
+unset TF_LOG TF_API_KEY TF_API_KEY_FILE TF_SSE_KEEPALIVE_S TF_DRAIN_S TF_PORT TF_HOST TF_ENGINE TF_DRAFTS TF_DRAFT_DEPTH
 cd "$here" || exit 1
 # Stale: no modules, or installed from another package-lock.json (its
 # checksum, kept beside them; older installs: by modification time, which a

@@ -48,7 +48,7 @@ START_TEST(scan_takes_what_jansson_reads)
 		HEAD "\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\",\"reasoning\":\"hm\"},"
 		     "\"finish_reason\":null}]}",
 		HEAD "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}],"
-		     "\"tf\":{\"prompt\":3,\"x\":[1,2.5e3,-0.1,true,false,null,{\"a\":[]}]}}",
+		     "\"tx\":{\"prompt\":3,\"x\":[1,2.5e3,-0.1,true,false,null,{\"a\":[]}]}}",
 		HEAD "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":null}]}",
 		"{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" ok\","
 		"\"finish_reason\":null}]}",
@@ -77,6 +77,8 @@ START_TEST(scan_refuses_what_needs_the_full_parser)
 {
 	static const char *const frames[] = {
 		HEAD "\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}",
+		/* the tf block's draft counts */
+		HEAD "\"choices\":[{\"delta\":{}}],\"tf\":{\"drafted\":3,\"accepted\":1}}",
 		"{\"error\":{\"message\":\"server restarting\",\"type\":\"server_error\"}}",
 		HEAD "\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}",
 		HEAD "\"choices\":[{\"delta\":{\"content\":\"a\",\"reasoning_content\":\"b\"}}]}",
