@@ -84,9 +84,11 @@
  *   32768 scores, bs 8, topb 2048: 35 us.
  * tf_attn_keys_off, tf_attn_keys_fill: the key lists (ops.h attn_keys):
  *   one block of 1024 scans the n rows' counts (n_sel clamped to [0, k],
- *   plus the window count) into key_off int32 [n + 1]; then a block a row
- *   writes its selected keys (sel[i][t] when direct, else i*k + t) and its
- *   window rows wbase + pp - wlo. Exact; any n. */
+ *   plus the window count) into key_off int32 [n + 1] from 0 or, appending,
+ *   from the key_off[0] an earlier list left (read before the scan); then a
+ *   block a row writes its selected keys (pbase + sel[i][t] when direct,
+ *   else pbase + i*k + t) and its window rows wbase + pp - wlo, none at or
+ *   past room. Exact; any n. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -818,10 +820,14 @@ tf_attn_blocks(const uint32_t *m, const int32_t *n_vis, int64_t N, int32_t bs, i
 /* key_off [n + 1]: one block of 1024 scans the rows' key counts. */
 extern "C" __global__ void __launch_bounds__(tf_attn::SEL_THREADS)
 tf_attn_keys_off(const int32_t *n_sel, int32_t k, int64_t n, int64_t p0, int32_t window,
-		 int32_t *key_off)
+		 int32_t append, int32_t *key_off)
 {
 	__shared__ tf_attn::sel_smem sm;
-	uint32_t carry = 0;
+	__shared__ uint32_t start;
+	if (threadIdx.x == 0)
+		start = append ? (uint32_t)max(key_off[0], 0) : 0;
+	__syncthreads();
+	uint32_t carry = start;
 	for (int64_t base = 0; base < n; base += tf_attn::SEL_THREADS) {
 		int64_t i = base + threadIdx.x;
 		uint32_t c = 0;
@@ -842,15 +848,19 @@ tf_attn_keys_off(const int32_t *n_sel, int32_t k, int64_t n, int64_t p0, int32_t
 /* Row blockIdx.x's keys at key_off[i]: selections, then its window. */
 extern "C" __global__ void tf_attn_keys_fill(const int32_t *sel, const int32_t *n_sel, int32_t k,
 					    int32_t direct, int64_t p0, int32_t window,
-					    int64_t wbase, const int32_t *key_off, int32_t *key_idx)
+					    int64_t pbase, int64_t wbase, const int32_t *key_off,
+					    int32_t *key_idx, int64_t room)
 {
 	const int64_t i = blockIdx.x, p = p0 + i;
 	const int64_t lo = p - window + 1 < 0 ? 0 : p - window + 1;
 	const int64_t wlo = p0 - window + 1 < 0 ? 0 : p0 - window + 1;
 	int32_t ni = sel ? min(max(n_sel[i], 0), k) : 0;
-	int32_t *dst = key_idx + key_off[i];
+	const int64_t at = key_off[i];
+	int32_t *dst = key_idx + at;
 	for (int t = threadIdx.x; t < ni; t += blockDim.x)
-		dst[t] = direct ? sel[i * k + t] : (int32_t)(i * k + t);
+		if (at + t < room)
+			dst[t] = (int32_t)(pbase + (direct ? sel[i * k + t] : i * k + t));
 	for (int64_t q = threadIdx.x; q <= p - lo; q += blockDim.x)
-		dst[ni + q] = (int32_t)(wbase + lo + q - wlo);
+		if (at + ni + q < room)
+			dst[ni + q] = (int32_t)(wbase + lo + q - wlo);
 }

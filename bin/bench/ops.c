@@ -241,7 +241,7 @@ static tf_status run_cache_read(struct call *c) { return OP(cache_read, c->p0, A
 static tf_status run_page_rows(struct call *c) { return OP(page_rows, A(0), c->i0, A(1), A(2)); }
 static tf_status run_attn_keys(struct call *c)
 {
-	return OP(attn_keys, A(0), A(1), 1, c->l0, (int)rc.window, c->l1, A(2), A(3));
+	return OP(attn_keys, A(0), A(1), 1, c->l0, (int)rc.window, 0, c->l1, 0, A(2), A(3));
 }
 static tf_status run_sample(struct call *c) { return OP(sample, A(0), c->p0, c->p1, c->tokens); }
 static tf_status run_exl3(struct call *c) { return OP(exl3_matmul, c->p0, A(0), A(1)); }

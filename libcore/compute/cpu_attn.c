@@ -366,16 +366,20 @@ tf_status cpu_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores,
 
 tf_status cpu_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 			const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
-			int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx)
+			int64_t pbase, int64_t wbase, int append, struct tf_tensor *key_off,
+			struct tf_tensor *key_idx)
 {
 	tf_status st;
 	int64_t n, k;
-	if ((st = tf_args_attn_keys(sel, n_sel, p0, window, key_off, key_idx, &n, &k)))
+	if ((st = tf_args_attn_keys(sel, n_sel, p0, window, pbase, wbase, key_off, key_idx, &n, &k)))
 		return st;
 	int64_t wlo = p0 - window + 1 < 0 ? 0 : p0 - window + 1, room = tf_tensor_numel(key_idx);
 	const int32_t *sl = sel ? cpu_i32(sel) : NULL, *ns = sel ? cpu_i32(n_sel) : NULL;
 	int32_t *off = key_off->data, *idx = key_idx->data;
-	int64_t m = 0;
+	int64_t m = append ? off[0] : 0;
+	if (m < 0 || m > room)
+		return tf_err(TF_ERR_ARG, "attn_keys: appending at key %lld of %lld", (long long)m,
+			      (long long)room);
 	for (int64_t i = 0; i < n; i++) {
 		int64_t p = p0 + i, lo = p - window + 1 < 0 ? 0 : p - window + 1;
 		int64_t ni = ns ? (ns[i] < 0 ? 0 : ns[i] > k ? k : ns[i]) : 0;
@@ -383,7 +387,7 @@ tf_status cpu_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 			return tf_err(TF_ERR_ARG, "attn_keys: %lld keys do not fit", (long long)room);
 		off[i] = (int32_t)m;
 		for (int64_t t = 0; t < ni; t++)
-			idx[m++] = direct ? sl[i * k + t] : (int32_t)(i * k + t);
+			idx[m++] = (int32_t)(pbase + (direct ? sl[i * k + t] : i * k + t));
 		for (int64_t pp = lo; pp <= p; pp++)
 			idx[m++] = (int32_t)(wbase + pp - wlo);
 	}

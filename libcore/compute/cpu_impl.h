@@ -183,7 +183,7 @@ tf_status cpu_page_rows(struct tf_be *be, const struct tf_tensor *pt, int rpp,
 			const struct tf_tensor *logical, struct tf_tensor *out);
 tf_status cpu_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 			const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
-			int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx);
+			int64_t pbase, int64_t wbase, int append, struct tf_tensor *key_off, struct tf_tensor *key_idx);
 tf_status cpu_moe_group(struct tf_be *be, const struct tf_tensor *ids, int E,
 			struct tf_tensor *offsets, struct tf_tensor *pair, struct tf_tensor *src);
 tf_status cpu_stream_mean(struct tf_be *be, const struct tf_tensor *x, struct tf_tensor *out);

@@ -197,13 +197,15 @@ tf_status cuda_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores
 
 tf_status cuda_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 			 const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
-			 int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx)
+			 int64_t pbase, int64_t wbase, int append, struct tf_tensor *key_off,
+			 struct tf_tensor *key_idx)
 {
 	tf_status st;
 	int64_t n, k;
-	if ((st = tf_args_attn_keys(sel, n_sel, p0, window, key_off, key_idx, &n, &k)))
+	if ((st = tf_args_attn_keys(sel, n_sel, p0, window, pbase, wbase, key_off, key_idx, &n, &k)))
 		return st;
-	/* n_sel is on the device: room for the most keys, every row full. */
+	/* n_sel (and an appended list's start) are on the device: room for the
+	 * most keys, every row full, from 0; the kernel writes none past room. */
 	int64_t room = tf_tensor_numel(key_idx), most = n * k;
 	for (int64_t i = 0; i < n; i++)
 		most += p0 + i + 1 < window ? p0 + i + 1 : window;
@@ -213,10 +215,11 @@ tf_status cuda_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 	tf_cu_ptr sp = sel ? cuda_ptr(sel) : 0, np = sel ? cuda_ptr(n_sel) : 0;
 	tf_cu_ptr op = cuda_ptr(key_off), ip = cuda_ptr(key_idx);
 	int32_t k32 = (int32_t)k, d32 = direct, w32 = window;
-	void *po[] = {&np, &k32, &n, &p0, &w32, &op};
+	int32_t a32 = append != 0;
+	void *po[] = {&np, &k32, &n, &p0, &w32, &a32, &op};
 	st = cuda_launch(be, &fn_keys_off, 1, 1, SEL_THREADS, 0, po);
 	if (st)
 		return st;
-	void *pf[] = {&sp, &np, &k32, &d32, &p0, &w32, &wbase, &op, &ip};
+	void *pf[] = {&sp, &np, &k32, &d32, &p0, &w32, &pbase, &wbase, &op, &ip, &room};
 	return cuda_launch(be, &fn_keys_fill, (unsigned)n, 1, 128, 0, pf);
 }

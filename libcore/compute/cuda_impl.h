@@ -97,7 +97,7 @@ tf_status cuda_candidate_blocks(struct tf_be *be, const struct tf_tensor *scores
 				struct tf_tensor *blocks);
 tf_status cuda_attn_keys(struct tf_be *be, const struct tf_tensor *sel,
 			 const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
-			 int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx);
+			 int64_t pbase, int64_t wbase, int append, struct tf_tensor *key_off, struct tf_tensor *key_idx);
 /* cuda_moe.c */
 tf_status cuda_moe_route(struct tf_be *be, const struct tf_tensor *lg, const struct tf_tensor *bias,
 			 int k, float scale, struct tf_tensor *ids, struct tf_tensor *weights);

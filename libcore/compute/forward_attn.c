@@ -196,52 +196,72 @@ static tf_status index_select(struct tf_fwd *f, uint32_t L, const struct tf_tens
 	return st;
 }
 
-/* §8: one sequence's rows attend to their selected pool rows, then their
- * window rows (as vLLM orders them). The key table holds every pool row of
- * the sequence when that is no more than the rows' selections, else each
- * row's selections in rows of their own (looked up through the page table
- * on the backend); then the window rows. */
-static tf_status attend(struct tf_fwd *f, uint32_t L, const struct segment *s,
-			const struct tf_tensor *q, struct tf_tensor *out)
+/* §8: the rows attend to their selected pool rows, then their window rows
+ * (as vLLM orders them), all sequences in one attention call over one key
+ * table. A sequence's part of the table holds every pool row of the
+ * sequence when that is no more than its rows' selections, else each row's
+ * selections in rows of their own (looked up through the page table on the
+ * backend); then its window rows. */
+
+/* One segment's part of the call's key table and lists. */
+struct keys_part {
+	int64_t nJ, nwin, N, room; /* pool rows, window rows, visible pool rows, key room */
+	int src, direct, pooled;
+};
+
+static void keys_plan(const struct tf_fwd *f, uint32_t L, const struct segment *s,
+		      struct keys_part *kp)
+{
+	const struct tf_config *c = f->c;
+	int64_t win = c->window, k = c->index_topk;
+	int64_t plast = s->pos0 + s->n - 1, wlo = s->pos0 - win + 1 < 0 ? 0 : s->pos0 - win + 1;
+	*kp = (struct keys_part){.nwin = plast - wlo + 1, .src = -1, .direct = 1,
+				 .pooled = tf_config_mode(c, L) != TF_MODE_SWA};
+	if (kp->pooled) {
+		int kvl = tf_config_kv_source(c, L);
+		kp->src = fwd_src_index(c, (uint32_t)kvl);
+		kp->N = (plast + 1) / (int)tf_config_ratio(c, (uint32_t)kvl);
+		kp->direct = kp->N <= s->n * k;
+		kp->nJ = kp->direct ? fwd_bucket(kp->N) : s->n * k; /* direct: rows past N skipped */
+	}
+	kp->room = (kp->pooled ? s->n * k : 0) + s->n * win;
+}
+
+/* Segment s's table rows from tbase (tab [.., hd] f32) and its key lists:
+ * key_off rows row0 .. row0 + n of off [R + 1, 1], its keys in idx after
+ * the earlier segments' (append). */
+static tf_status keys_fill(struct tf_fwd *f, uint32_t L, const struct segment *s,
+			   const struct keys_part *kp, struct tf_tensor *tab, int64_t tbase,
+			   struct tf_tensor *off, struct tf_tensor *idx, int append)
 {
 	const struct tf_config *c = f->c;
 	struct tf_be *be = f->be;
 	struct tf_kv_store *kvs = tf_kv_store(f->kv);
-	int64_t hd = c->head_dim, win = c->window, k = c->index_topk;
-	int64_t plast = s->pos0 + s->n - 1, wlo = s->pos0 - win + 1 < 0 ? 0 : s->pos0 - win + 1;
-	int64_t nwin = plast - wlo + 1, N = 0, nJ = 0;
-	int src = -1, direct = 1, mark = f->ntmp;
-	int pooled = tf_config_mode(c, L) != TF_MODE_SWA;
-	int32_t *rows = NULL, *wrows = fwd_i32s(nwin);
-	struct tf_tensor *tab, *off, *idx, *phys;
+	int64_t win = c->window, k = c->index_topk;
+	int64_t wlo = s->pos0 - win + 1 < 0 ? 0 : s->pos0 - win + 1;
+	int mark = f->ntmp;
+	int32_t *rows = NULL, *wrows = fwd_i32s(kp->nwin);
+	struct tf_tensor *phys;
 	tf_status st = wrows ? TF_OK : fwd_nomem();
-	if (!st && pooled) {
-		int kvl = tf_config_kv_source(c, L);
-		src = fwd_src_index(c, (uint32_t)kvl);
-		N = (plast + 1) / (int)tf_config_ratio(c, (uint32_t)kvl);
-		direct = N <= s->n * k;
-		nJ = direct ? fwd_bucket(N) : s->n * k; /* direct: rows past N skipped */
-	}
-	for (int64_t p = wlo; p <= plast && !st; p++)
+	for (int64_t p = wlo; p < wlo + kp->nwin && !st; p++)
 		wrows[p - wlo] = (int32_t)tf_kv_window_row(f->kv, s->seq, (int)L, p);
-	if (st || (st = fwd_tmp(f, &tab, TF_DT_F32, 2, nJ + nwin, hd, 1)) ||
-	    (st = fwd_tmp(f, &off, TF_DT_I32, 1, s->n + 1, 1, 1)) ||
-	    (st = fwd_tmp(f, &idx, TF_DT_I32, 1, (pooled ? s->n * k : 0) + s->n * win, 1, 1)))
+	if (st)
 		goto out;
 	struct tf_tensor sel = tf_tensor_rows_of(f->sel, s->row0, s->n);
 	struct tf_tensor ns = tf_tensor_rows_of(f->n_sel, s->row0, s->n);
-	struct tf_tensor pool_part = tf_tensor_rows_of(tab, 0, nJ);
-	struct tf_tensor win_part = tf_tensor_rows_of(tab, nJ, nwin);
-	if (pooled && direct) {
-		if ((st = pool_rows(f, s->seq, src, N, nJ, &rows)) ||
-		    (N && (st = fwd_cache_get(f, &kvs->pool_row, &kvs->pool[src], rows, nJ, &pool_part))))
+	struct tf_tensor pool_part = tf_tensor_rows_of(tab, tbase, kp->nJ);
+	struct tf_tensor win_part = tf_tensor_rows_of(tab, tbase + kp->nJ, kp->nwin);
+	if (kp->pooled && kp->direct) {
+		if ((st = pool_rows(f, s->seq, kp->src, kp->N, kp->nJ, &rows)) ||
+		    (kp->N && (st = fwd_cache_get(f, &kvs->pool_row, &kvs->pool[kp->src], rows, kp->nJ,
+						  &pool_part))))
 			goto out;
-	} else if (pooled) {
+	} else if (kp->pooled) {
 		struct tf_tensor pt = tf_kv_page_table(f->kv, s->seq);
 		struct tf_tensor lsel = tf_tensor_view(&sel, 1, s->n * k);
 		if ((st = fwd_tmp(f, &phys, TF_DT_I32, 1, s->n * k, 1, 1)) ||
-		    (st = be->ops->page_rows(be, &pt, tf_kv_page_rows(f->kv, src), &lsel, phys)) ||
-		    (st = be->ops->cache_read(be, &kvs->pool_row, &kvs->pool[src], phys, &pool_part)))
+		    (st = be->ops->page_rows(be, &pt, tf_kv_page_rows(f->kv, kp->src), &lsel, phys)) ||
+		    (st = be->ops->cache_read(be, &kvs->pool_row, &kvs->pool[kp->src], phys, &pool_part)))
 			goto out;
 	}
 	/* Once a segment's first row sees a full window (pos0 >= win - 1), its
@@ -250,16 +270,49 @@ static tf_status attend(struct tf_fwd *f, uint32_t L, const struct segment *s,
 	 * the same keys and the same kernel arguments at every decode step,
 	 * so a step's work repeats (ops->graph). */
 	int64_t p0 = s->pos0 < win - 1 ? s->pos0 : win - 1;
-	if ((st = fwd_cache_get(f, &kvs->win, &kvs->ring, wrows, nwin, &win_part)) ||
-	    (st = be->ops->attn_keys(be, pooled ? &sel : NULL, &ns, direct, p0, (int)win, nJ,
-				     off, idx)))
+	struct tf_tensor off_s = tf_tensor_rows_of(off, s->row0, s->n + 1);
+	if ((st = fwd_cache_get(f, &kvs->win, &kvs->ring, wrows, kp->nwin, &win_part)))
 		goto out;
-	struct tf_tensor q_s = tf_tensor_rows_of(q, s->row0, s->n), o_s = tf_tensor_rows_of(out, s->row0, s->n);
-	st = be->ops->attention(be, &q_s, tab, off, idx, &f->w->layers[L].sink, &o_s);
+	st = be->ops->attn_keys(be, kp->pooled ? &sel : NULL, &ns, kp->direct, p0, (int)win, tbase,
+				tbase + kp->nJ, append, &off_s, idx);
 out:
 	fwd_release(f, mark);
 	free(rows);
 	free(wrows);
+	return st;
+}
+
+/* Every segment's rows q [R, H, hd] attend; out [R, H, hd] f32. */
+static tf_status attend(struct tf_fwd *f, uint32_t L, const struct tf_tensor *q,
+			struct tf_tensor *out)
+{
+	const struct tf_config *c = f->c;
+	struct tf_be *be = f->be;
+	int64_t hd = c->head_dim, trows = 0, keys = 0;
+	int mark = f->ntmp;
+	struct keys_part *kp = calloc((size_t)f->nsegs, sizeof *kp);
+	struct tf_tensor *tab, *off, *idx;
+	tf_status st = kp ? TF_OK : fwd_nomem();
+	for (int si = 0; si < f->nsegs && !st; si++) {
+		keys_plan(f, L, &f->segs[si], &kp[si]);
+		trows += kp[si].nJ + kp[si].nwin;
+		keys += kp[si].room;
+	}
+	if (st || (st = fwd_tmp(f, &tab, TF_DT_F32, 2, trows, hd, 1)) ||
+	    (st = fwd_tmp(f, &off, TF_DT_I32, 2, f->R + 1, 1, 1)) ||
+	    (st = fwd_tmp(f, &idx, TF_DT_I32, 1, keys, 1, 1)))
+		goto out;
+	int64_t tbase = 0;
+	for (int si = 0; si < f->nsegs && !st; si++) {
+		st = keys_fill(f, L, &f->segs[si], &kp[si], tab, tbase, off, idx, si > 0);
+		tbase += kp[si].nJ + kp[si].nwin;
+	}
+	struct tf_tensor off1 = tf_tensor_view(off, 1, (int64_t)f->R + 1);
+	if (!st)
+		st = be->ops->attention(be, q, tab, &off1, idx, &f->w->layers[L].sink, out);
+out:
+	fwd_release(f, mark);
+	free(kp);
 	return st;
 }
 
@@ -404,9 +457,11 @@ tf_status fwd_attention(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
 		goto out;
 	if ((st = fwd_tmp(f, &o32, TF_DT_F32, 3, R, H, hd)))
 		goto out;
-	for (int si = 0; si < f->nsegs && !st; si++)
-		st = f->draft ? attend_draft(f, L, &f->segs[si], qr, win, o32)
-			      : attend(f, L, &f->segs[si], qr, o32);
+	if (f->draft)
+		for (int si = 0; si < f->nsegs && !st; si++)
+			st = attend_draft(f, L, &f->segs[si], qr, win, o32);
+	else
+		st = attend(f, L, qr, o32);
 	if (st || (st = fwd_tmp(f, &o, TF_DT_BF16, 3, R, H, hd)) ||
 	    (st = be->ops->rope(be, o32, pos, fwd_freqs(f, L), 1, o)) ||
 	    (st = fwd_tmp(f, &z, TF_DT_BF16, 2, R, G * ol, 1)) || (st = out_groups(f, L, o, z)))

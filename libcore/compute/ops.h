@@ -314,15 +314,23 @@ struct tf_ops {
 	 * rows. Row i attends to its selected pool rows, then to its window
 	 * rows max(0, p - window + 1) .. p (p = p0 + i) in position order.
 	 * Selected rows: none when sel is NULL; else t < n_sel[i] of sel
-	 * [n, k] (int32; n_sel int32 [n]), the key being table row sel[i][t]
-	 * when direct (the table holds every pool row, in order) or i * k + t
-	 * (each row's selections have rows of their own). Window position pp
-	 * is table row wbase + pp - max(0, p0 - window + 1). key_off int32
-	 * [n + 1]; key_idx int32 with room for every key (n * k + the window
-	 * keys at most). */
+	 * [n, k] (int32; n_sel int32 [n]), the key being table row pbase +
+	 * sel[i][t] when direct (the table holds every pool row, in order) or
+	 * pbase + i * k + t (each row's selections have rows of their own).
+	 * Window position pp is table row wbase + pp - max(0, p0 - window + 1).
+	 * key_off int32 [n + 1]: row i's keys are key_idx [key_off[i],
+	 * key_off[i + 1]), the first at 0, or with append at the value
+	 * key_off[0] already holds (the end of the list an earlier call wrote
+	 * over the rows before these, through a view of the same key_off), so
+	 * that several sequences' lists lie back to back in one key_idx over
+	 * one table (pbase, wbase) and one attention call serves them all.
+	 * key_idx int32 with room for every key (n * k + the window keys at
+	 * most; with append, past key_off[0]): keys past its end are not
+	 * written (the CPU refuses them). */
 	tf_status (*attn_keys)(struct tf_be *be, const struct tf_tensor *sel,
 			       const struct tf_tensor *n_sel, int direct, int64_t p0, int window,
-			       int64_t wbase, struct tf_tensor *key_off, struct tf_tensor *key_idx);
+			       int64_t pbase, int64_t wbase, int append,
+			       struct tf_tensor *key_off, struct tf_tensor *key_idx);
 
 	/* Grouping of routed rows by expert (spec §10): ids int32 [R, k]. The
 	 * pairs t = r * k + j with 0 <= ids[t] < E, sorted by expert and

@@ -241,8 +241,9 @@ tf_status tf_args_candidate_blocks(const struct tf_tensor *scores, const struct 
 }
 
 tf_status tf_args_attn_keys(const struct tf_tensor *sel, const struct tf_tensor *n_sel, int64_t p0,
-			    int window, const struct tf_tensor *key_off,
-			    const struct tf_tensor *key_idx, int64_t *n, int64_t *k)
+			    int window, int64_t pbase, int64_t wbase,
+			    const struct tf_tensor *key_off, const struct tf_tensor *key_idx, int64_t *n,
+			    int64_t *k)
 {
 	tf_status st;
 	*n = key_off ? tf_tensor_numel(key_off) - 1 : 0;
@@ -255,6 +256,9 @@ tf_status tf_args_attn_keys(const struct tf_tensor *sel, const struct tf_tensor 
 	if (*n < 1 || window < 1 || p0 < 0)
 		return tf_err(TF_ERR_ARG, "attn_keys: %lld rows at %lld, window %d", (long long)*n,
 			      (long long)p0, window);
+	if (pbase < 0 || wbase < 0 || pbase > INT32_MAX || wbase > INT32_MAX)
+		return tf_err(TF_ERR_ARG, "attn_keys: table bases %lld, %lld", (long long)pbase,
+			      (long long)wbase);
 	return TF_OK;
 }
 

@@ -63,10 +63,12 @@ tf_status tf_args_index_topk(const struct tf_tensor *scores, const struct tf_ten
 tf_status tf_args_candidate_blocks(const struct tf_tensor *scores, const struct tf_tensor *n_vis,
 				   int bs, int topb, const struct tf_tensor *blocks, int64_t *R,
 				   int64_t *N, int64_t *nblk, int64_t *need);
-/* attn_keys: n rows, k selections a row (0 without sel). */
+/* attn_keys: n rows, k selections a row (0 without sel); the table bases
+ * in [0, INT32_MAX]. */
 tf_status tf_args_attn_keys(const struct tf_tensor *sel, const struct tf_tensor *n_sel, int64_t p0,
-			    int window, const struct tf_tensor *key_off,
-			    const struct tf_tensor *key_idx, int64_t *n, int64_t *k);
+			    int window, int64_t pbase, int64_t wbase,
+			    const struct tf_tensor *key_off, const struct tf_tensor *key_idx, int64_t *n,
+			    int64_t *k);
 
 /* moe_route: R rows of E experts. */
 tf_status tf_args_moe_route(const struct tf_tensor *lg, const struct tf_tensor *bias, int k,

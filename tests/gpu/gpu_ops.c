@@ -710,16 +710,24 @@ static void case_attn_keys(int64_t n, int k, int kind, int64_t p0, int window, i
 		sel = pin(TF_DT_I32, s, DIMS(n, k));
 		ns = pin(TF_DT_I32, c, DIMS(n));
 	}
-	int64_t wbase = kind == 2 ? n * k : pool;
-	struct pair *off = pout(TF_DT_I32, DIMS(n + 1));
-	struct pair *idx = pout(TF_DT_I32, DIMS(n * kk + n * window));
-	BOTH(attn_keys, sel ? T(sel) : NULL, ns ? T(ns) : NULL, kind == 1, p0, window, wbase,
-	     T(off), T(idx));
+	/* another sequence's table rows and keys before these (the table
+	 * bases; appending after kbase keys, every other case) */
+	int64_t pbase = (int64_t)tf_rng_below(&rng, 1000), kbase = (int64_t)tf_rng_below(&rng, 40);
+	int append = (int)(tf_rng_u64(&rng) & 1);
+	kbase = append ? kbase : 0;
+	int64_t wbase = pbase + (kind == 2 ? n * k : pool);
+	int32_t *o0 = ivec(n + 1);
+	for (int64_t i = 0; i <= n; i++)
+		o0[i] = i ? (int32_t)tf_rng_u64(&rng) : (int32_t)kbase;
+	struct pair *off = pin(TF_DT_I32, o0, DIMS(n + 1));
+	struct pair *idx = pout(TF_DT_I32, DIMS(kbase + n * kk + n * window));
+	BOTH(attn_keys, sel ? T(sel) : NULL, ns ? T(ns) : NULL, kind == 1, p0, window, pbase, wbase,
+	     append, T(off), T(idx));
 	check("key_off", off);
-	if (!cur.err) { /* the used prefix of key_idx */
+	if (!cur.err) { /* the used part of key_idx, from kbase */
 		int32_t used = ((int32_t *)fetch(cpu, &off->c))[n];
-		void *ref = fetch(cpu, &idx->c), *got = fetch(gpu, &idx->g);
-		compare("key_idx", TF_DT_I32, ref, got, used, 0);
+		int32_t *ref = fetch(cpu, &idx->c), *got = fetch(gpu, &idx->g);
+		compare("key_idx", TF_DT_I32, ref + kbase, got + kbase, used - kbase, 0);
 	}
 	end();
 }

@@ -107,28 +107,42 @@ START_TEST(attn_keys_lists)
 {
 	struct tf_be *be = test_be();
 	/* 3 rows at positions 5, 6, 7, window 3, k 2: row 1 selected one key */
-	int32_t sel[6] = {4, 9, 2, 77, 0, 1}, ns[3] = {2, 1, 0}, off[4], idx[16];
-	for (int i = 0; i < 16; i++)
+	int32_t sel[6] = {4, 9, 2, 77, 0, 1}, ns[3] = {2, 1, 0}, off[4], idx[40];
+	for (int i = 0; i < 40; i++)
 		idx[i] = -7;
 	struct tf_tensor S = T2(sel, TF_DT_I32, 3, 2), N = T1(ns, TF_DT_I32, 3);
 	struct tf_tensor O = T1(off, TF_DT_I32, 4), I = T1(idx, TF_DT_I32, 16);
+	struct tf_tensor Ibig = T1(idx, TF_DT_I32, 40);
 	/* direct: keys are sel values; window rows wbase + pp - 3 (wlo = 3) */
-	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 1, 5, 3, 10, &O, &I), TF_OK);
+	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 1, 5, 3, 0, 10, 0, &O, &I), TF_OK);
 	const int32_t o1[4] = {0, 5, 9, 12}, i1[12] = {4, 9, 10, 11, 12, 2, 11, 12, 13, 12, 13, 14};
 	ck_assert(!memcmp(off, o1, sizeof o1));
 	ck_assert(!memcmp(idx, i1, sizeof i1));
 	/* per-row tables: row i's t-th key is table row i * 2 + t */
-	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 0, 5, 3, 6, &O, &I), TF_OK);
+	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 0, 5, 3, 0, 6, 0, &O, &I), TF_OK);
 	const int32_t i2[12] = {0, 1, 6, 7, 8, 2, 7, 8, 9, 8, 9, 10};
 	ck_assert(!memcmp(idx, i2, sizeof i2));
+	/* bases and append: the table's pool rows from 20 (window from 26), the
+	 * list after an earlier one's 25 keys (key_off[0] = 25 already):
+	 * every pool key + 20, key_off from 25, nothing below 25 written */
+	off[0] = 25;
+	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 0, 5, 3, 20, 26, 1, &O, &Ibig), TF_OK);
+	const int32_t o4[4] = {25, 30, 34, 37};
+	const int32_t i4[12] = {20, 21, 26, 27, 28, 22, 27, 28, 29, 28, 29, 30};
+	ck_assert(!memcmp(off, o4, sizeof o4));
+	ck_assert(!memcmp(idx + 25, i4, sizeof i4));
+	ck_assert_int_eq(idx[24], -7); /* below the start: untouched */
+	off[0] = 30; /* 30 + 12 keys do not fit 40 */
+	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 0, 5, 3, 20, 26, 1, &O, &Ibig), TF_ERR_ARG);
+	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 0, 5, 3, -1, 26, 0, &O, &Ibig), TF_ERR_ARG);
 	/* no selections: window keys only, clamped at position 0 */
-	ck_assert_int_eq(be->ops->attn_keys(be, NULL, &N, 1, 0, 3, 0, &O, &I), TF_OK);
+	ck_assert_int_eq(be->ops->attn_keys(be, NULL, &N, 1, 0, 3, 0, 0, 0, &O, &I), TF_OK);
 	const int32_t o3[4] = {0, 1, 3, 6}, i3[6] = {0, 0, 1, 0, 1, 2};
 	ck_assert(!memcmp(off, o3, sizeof o3));
 	ck_assert(!memcmp(idx, i3, sizeof i3));
 	/* too little room */
 	struct tf_tensor Ismall = T1(idx, TF_DT_I32, 8);
-	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 1, 5, 3, 10, &O, &Ismall), TF_ERR_ARG);
+	ck_assert_int_eq(be->ops->attn_keys(be, &S, &N, 1, 5, 3, 0, 10, 0, &O, &Ismall), TF_ERR_ARG);
 	tf_be_free(be);
 }
 END_TEST
