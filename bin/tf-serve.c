@@ -160,6 +160,30 @@ static const char *base_name(const char *p)
 	return b ? b + 1 : name;
 }
 
+/* An option the command line gave that does not apply (the reason says
+ * why) is a usage error naming it, exit 64: silently ignoring it would let
+ * a typo in a launch script pass. TF_* variables are not refused, so one
+ * environment can serve every engine. */
+static void refuse_given(const char *name, const char *why)
+{
+	for (size_t k = 0; k < TF_NOPTS(opts); k++)
+		if (!strcmp(opts[k].name, name) && tf_cli_given(k))
+			tf_usage_error("--%s %s", name, why);
+}
+
+static void check_applies(bool stub, bool cuda)
+{
+	if (!once)
+		refuse_given("path", "applies only with --once");
+	if (stub) {
+		static const char *const model_only[] = {"threads", "prefix-cache", "device", "synthetic"};
+		for (size_t i = 0; i < TF_NOPTS(model_only); i++)
+			refuse_given(model_only[i], "does not apply to the stub engine");
+	} else if (!cuda) {
+		refuse_given("device", "applies only to the cuda engine");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	int first = tf_cli_parse(&cli, argc, argv);
@@ -168,7 +192,8 @@ int main(int argc, char **argv)
 		tf_usage_error("one PACK or PREPARED folder at most");
 	if (argc - first == 1)
 		pack = argv[first];
-	bool stub = !strcmp(engine_name, "stub");
+	bool stub = !strcmp(engine_name, "stub"), cuda = !strcmp(engine_name, "cuda");
+	check_applies(stub, cuda);
 	if (!stub && !pack)
 		tf_usage_error("a PACK or PREPARED folder is needed (or --engine stub)");
 	if (once && check)
@@ -199,7 +224,6 @@ int main(int argc, char **argv)
 	struct tf_model *rank_model = NULL;
 	if (!stub) {
 		/* A sequence slot per lane and one per saved prompt prefix. */
-		bool cuda = !strcmp(engine_name, "cuda");
 		struct tf_progress pr;
 		tf_progress_init(&pr, "weights", 0, "B");
 		struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,
