@@ -258,7 +258,8 @@ static void start_followers(int argc, char **argv, int link_port)
 	int k = 0;
 	av[k++] = argv[0];
 	av[k++] = "--world", av[k++] = w, av[k++] = "--rank", av[k++] = r;
-	av[k++] = "--device", av[k++] = d;
+	if (!strcmp(engine_name, "cuda")) /* --device applies to the cuda engine only */
+		av[k++] = "--device", av[k++] = d;
 	for (int i = 1; i < argc; i++) {
 		static const char *const drop[] = {"--local-ranks", "--device", "--world", "--rank"};
 		bool skip = false;
@@ -369,6 +370,30 @@ static void halt_engine(void *ctx)
 		tf_engine_halt(e, "a tensor-parallel rank failed: the server is stopping");
 }
 
+/* An option the command line gave that does not apply (the reason says
+ * why) is a usage error naming it, exit 64: silently ignoring it would let
+ * a typo in a launch script pass. TF_* variables are not refused, so one
+ * environment can serve every engine. */
+static void refuse_given(const char *name, const char *why)
+{
+	for (size_t k = 0; k < TF_NOPTS(opts); k++)
+		if (!strcmp(opts[k].name, name) && tf_cli_given(k))
+			tf_usage_error("--%s %s", name, why);
+}
+
+static void check_applies(bool stub, bool cuda)
+{
+	if (!once)
+		refuse_given("path", "applies only with --once");
+	if (stub) {
+		static const char *const model_only[] = {"threads", "prefix-cache", "device", "synthetic"};
+		for (size_t i = 0; i < TF_NOPTS(model_only); i++)
+			refuse_given(model_only[i], "does not apply to the stub engine");
+	} else if (!cuda) {
+		refuse_given("device", "applies only to the cuda engine");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	int first = tf_cli_parse(&cli, argc, argv);
@@ -377,7 +402,8 @@ int main(int argc, char **argv)
 		tf_usage_error("one PACK or PREPARED folder at most");
 	if (argc - first == 1)
 		pack = argv[first];
-	bool stub = !strcmp(engine_name, "stub");
+	bool stub = !strcmp(engine_name, "stub"), cuda = !strcmp(engine_name, "cuda");
+	check_applies(stub, cuda);
 	if (!stub && !pack)
 		tf_usage_error("a PACK or PREPARED folder is needed (or --engine stub)");
 	if (once && check)
@@ -434,7 +460,6 @@ int main(int argc, char **argv)
 				      (long long)world);
 	}
 	/* A sequence slot per lane and one per saved prompt prefix. */
-	bool cuda = !strcmp(engine_name, "cuda");
 	struct tf_progress pr;
 	tf_progress_init(&pr, "weights", 0, "B");
 	struct tf_model_opts mo = {.backend = cuda ? TF_MODEL_CUDA : TF_MODEL_CPU,

@@ -1,7 +1,8 @@
 /* tf-tp-test: check and measure the tensor-parallel fabric.
  *
  *   suite                 every collective, dtype and size, bit-exact against
- *                         the host reference (exit 1 on a mismatch)
+ *                         results computed here in fp64 and integers, not by
+ *                         fabric/reduce.c (exit 1 on a mismatch)
  *   failfast VICTIM MODE  the victim fails at step 50 (fatal or kill); the
  *                         others must exit 70 within the grace time + 0.5 s
  *   bench                 an nccl-tests-style all-reduce table
@@ -12,6 +13,7 @@
  * One process is one rank (TF_TP_RANK, TF_TP_WORLD, ...); --local N starts
  * N ranks of this host itself, one per GPU, and judges failfast. */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +207,111 @@ static void fill(uint8_t *p, size_t n, enum tf_dtype dt, int r, int c)
 	}
 }
 
+/* ---- the expected results, written apart from fabric/reduce.c ---- */
+
+/* Round x to p significant bits, nearest even, with subnormals below
+ * 2^emin (fp64 holds every sum of two operands here exactly, so one
+ * rounding of the exact sum is what the wire format's own add gives). */
+static double round_bits(double x, int p, int emin)
+{
+	if (x == 0)
+		return x;
+	int e;
+	frexp(x, &e);
+	if (e - 1 < emin)
+		e = emin + 1;
+	double q = ldexp(1, e - p);
+	return nearbyint(x / q) * q;
+}
+
+/* Element i of rank operand p as fp64 (bf16 is the high half of an f32;
+ * f16 is 1.5.10 with subnormals). */
+static double elem(const uint8_t *p, size_t i, enum tf_dtype dt)
+{
+	uint16_t h;
+	uint32_t u;
+	float f;
+	switch (dt) {
+	case TF_DTYPE_F32: memcpy(&f, p + 4 * i, 4); return f;
+	case TF_DTYPE_BF16:
+		memcpy(&h, p + 2 * i, 2);
+		u = (uint32_t)h << 16;
+		memcpy(&f, &u, 4);
+		return f;
+	case TF_DTYPE_F16: {
+		memcpy(&h, p + 2 * i, 2);
+		int ex = h >> 10 & 31, m = h & 1023;
+		double v = ex ? ldexp(1024 + m, ex - 25) : ldexp(m, -24);
+		return h >> 15 ? -v : v;
+	}
+	default: return 0;
+	}
+}
+
+static void put_elem(uint8_t *p, size_t i, enum tf_dtype dt, double v)
+{
+	float f = (float)v;
+	uint32_t u;
+	uint16_t h;
+	switch (dt) {
+	case TF_DTYPE_F32: memcpy(p + 4 * i, &f, 4); break;
+	case TF_DTYPE_BF16: /* v already holds 8 bits: the high half is exact */
+		memcpy(&u, &f, 4);
+		h = (uint16_t)(u >> 16);
+		memcpy(p + 2 * i, &h, 2);
+		break;
+	case TF_DTYPE_F16: {
+		double a = fabs(v);
+		int e;
+		frexp(a, &e);
+		if (a == 0)
+			h = 0;
+		else if (e - 1 < -14)
+			h = (uint16_t)(a * 0x1p24); /* subnormal: a multiple of 2^-24 */
+		else
+			h = (uint16_t)((e + 14) << 10 | ((uint32_t)ldexp(a, 11 - e) & 1023));
+		h |= (uint16_t)(signbit(v) ? 0x8000 : 0);
+		memcpy(p + 2 * i, &h, 2);
+		break;
+	}
+	default: break;
+	}
+}
+
+/* The expected all-reduce of W operands in rank order, each step rounded
+ * to the dtype (sum), or the operand kept (max, min: the first of equals);
+ * i32 sums wrap. */
+static void expect_reduce(uint8_t *want, uint8_t *const *in, int W, size_t count,
+			  enum tf_dtype dt, enum tf_redop rop)
+{
+	for (size_t i = 0; i < count; i++) {
+		if (dt == TF_DTYPE_I32) {
+			int32_t a, b;
+			memcpy(&a, in[0] + 4 * i, 4);
+			uint64_t sum = (uint32_t)a;
+			for (int r = 1; r < W; r++) {
+				memcpy(&b, in[r] + 4 * i, 4);
+				sum += (uint32_t)b;
+				a = rop == TF_REDOP_MAX ? (b > a ? b : a) : rop == TF_REDOP_MIN ? (b < a ? b : a) : a;
+			}
+			uint32_t v = rop == TF_REDOP_SUM ? (uint32_t)(sum & 0xffffffffu) : (uint32_t)a;
+			memcpy(want + 4 * i, &v, 4);
+			continue;
+		}
+		int p = dt == TF_DTYPE_F32 ? 24 : dt == TF_DTYPE_BF16 ? 8 : 11;
+		int emin = dt == TF_DTYPE_F16 ? -14 : -126;
+		double a = elem(in[0], i, dt);
+		for (int r = 1; r < W; r++) {
+			double b = elem(in[r], i, dt);
+			if (rop == TF_REDOP_SUM)
+				a = round_bits(a + b, p, emin);
+			else if (rop == TF_REDOP_MAX ? b > a : b < a)
+				a = b;
+		}
+		put_elem(want, i, dt, a);
+	}
+}
+
 static int passed, failed;
 
 static const char *dt_name(enum tf_dtype dt)
@@ -261,7 +368,7 @@ static void run_case(enum op op, enum tf_dtype dt, enum tf_redop rop, size_t byt
 	}
 	int peer = R ^ 1;
 	switch (op) {
-	case OP_REDUCE: must(tf_comm_reduce(want, (const void *const *)in, W, count, dt, rop), "reference"); break;
+	case OP_REDUCE: expect_reduce(want, in, W, count, dt, rop); break;
 	case OP_GATHER:
 		for (int r = 0; r < W; r++)
 			memcpy(want + (size_t)r * bytes, in[r], bytes);
@@ -542,14 +649,12 @@ static int cmd_bench(void)
 		buf_new(&sb, bytes);
 		buf_new(&rb, bytes);
 		uint16_t *in = malloc(bytes), *out = malloc(bytes), *want = malloc(bytes);
-		const void *srcs[TF_BOOT_MAX_WORLD];
-		uint16_t *ins[TF_BOOT_MAX_WORLD];
+		uint8_t *ins[TF_BOOT_MAX_WORLD];
 		for (int r = 0; r < S.world; r++) {
 			ins[r] = malloc(bytes);
-			fill((uint8_t *)ins[r], bytes, TF_DTYPE_BF16, r, (int)i);
-			srcs[r] = ins[r];
+			fill(ins[r], bytes, TF_DTYPE_BF16, r, (int)i);
 		}
-		tf_comm_reduce(want, srcs, S.world, count, TF_DTYPE_BF16, TF_REDOP_SUM);
+		expect_reduce((uint8_t *)want, ins, S.world, count, TF_DTYPE_BF16, TF_REDOP_SUM);
 		memcpy(in, ins[S.rank], bytes);
 		put(sb.p, in, bytes);
 		if (S.rank == 0)

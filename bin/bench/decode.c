@@ -20,8 +20,10 @@
  * keeps the drafts up to the first that differs from the model's argmax
  * plus the model's own next token, and rolls the rest back: the acceptance
  * rate (accepted / drafted), tokens per step, tokens/s, and the wall time
- * of one draft call (all B sequences). The tokens equal plain greedy
- * decoding's; the rate measures the drafter, not the model.
+ * of one draft call (all B sequences). The drafted run starts from the
+ * same forks as the plain one, and its tokens must equal plain greedy
+ * decoding's (compared position by position; a difference exits 1); the
+ * rate measures the drafter, not the model.
  *
  * With TF_PHASES set, the phase totals of the model's calls (phases.h)
  * follow the table, summed over the layers by kind. */
@@ -109,12 +111,14 @@ static void step(struct tf_model_group *m, int R, const int32_t *ids, const int6
 struct spec_figures {
 	double accept, tokens_per_step, tps, draft_ms;
 	int64_t drafted, accepted, steps;
+	int64_t checked, differ; /* tokens compared with plain decoding's, and how many differ */
 };
 
 /* Greedy speculative decoding of B sequences from their next tokens for
- * about --seconds (at most max_steps steps). */
+ * about --seconds (at most max_steps steps). Sequence b's tokens in order
+ * go to got[b * max_steps ..], at most max_steps of them (ngot[b]). */
 static void run_spec(struct tf_model_group *m, int B, const int *seq, int32_t *next,
-		     int64_t max_steps, struct spec_figures *out)
+		     int64_t max_steps, struct spec_figures *out, int32_t *got, int64_t *ngot)
 {
 	uint32_t V = tf_model_group_config(m)->vocab;
 	int K = tf_model_group_draft_block(m), n = B * (K + 1);
@@ -149,6 +153,8 @@ static void run_spec(struct tf_model_group *m, int B, const int *seq, int32_t *n
 				g = argmax(lg + (size_t)(b * (K + 1) + ++a) * V, V);
 			if ((st = tf_model_group_seq_rollback(m, seq[b], pos[b * (K + 1)] + a + 1)))
 				tf_die_status(st, "rollback");
+			for (int j = 0; j <= a && ngot[b] < max_steps; j++) /* the kept drafts, then g */
+				got[(int64_t)b * max_steps + ngot[b]++] = j < a ? draft[b * K + j] : g;
 			next[b] = g;
 			drafted += K;
 			accepted += a;
@@ -159,7 +165,7 @@ static void run_spec(struct tf_model_group *m, int B, const int *seq, int32_t *n
 	double t = tf_now() - t0;
 	*out = (struct spec_figures){(double)accepted / (double)drafted,
 				     (double)tokens / (double)(steps * B), (double)tokens / t,
-				     1e3 * tdraft / (double)steps, drafted, accepted, steps};
+				     1e3 * tdraft / (double)steps, drafted, accepted, steps, 0, 0};
 	free(draft);
 	free(ids);
 	free(pos);
@@ -204,7 +210,10 @@ static double prefill(struct tf_model_group *m, int64_t ctx, int *seq, int32_t *
 }
 
 /* Fork the prefilled sequence p0 (next token `first`) into B, then decode
- * (and decode with drafts when spec is not NULL); the figures. */
+ * (and decode with drafts when spec is not NULL); the figures. The drafted
+ * run starts again from fresh forks of p0 with the same next tokens, so
+ * its tokens are compared with the plain run's, position by position
+ * (spec->checked, spec->differ). */
 static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int64_t ctx,
 		     int64_t max_steps, double *decode_tps, int64_t *steps_done,
 		     struct spec_figures *spec, struct device_figures *dev)
@@ -225,6 +234,10 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 			tf_die_status(st, "fork of sequence %d", b);
 	for (int b = 0; b < B; b++) /* each its own next token, so rows differ */
 		next[b] = (int32_t)((first + 7 * b) % (int32_t)V);
+	/* the plain run's tokens, [B][max_steps] */
+	int32_t *plain = spec ? malloc(sizeof(int32_t) * (size_t)(B * max_steps)) : NULL;
+	if (spec && !plain)
+		tf_die(71, "out of memory");
 	int64_t steps = 0;
 	struct tf_be *be = tf_model_be(tf_model_group_rank(m, 0));
 	struct tf_be_counters c0 = {0}, c1 = {0};
@@ -237,6 +250,8 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 			sq[b] = seq[b];
 		}
 		step(m, B, ids, pos, sq, lg, next);
+		for (int b = 0; plain && b < B; b++)
+			plain[(int64_t)b * max_steps + steps] = next[b];
 		steps++;
 	} while (steps < max_steps && tf_now() - t1 < bench.seconds);
 	*decode_tps = (double)B * (double)steps / (tf_now() - t1);
@@ -246,8 +261,27 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 		*dev = (struct device_figures){
 			(double)(c1.kernels + c1.blas - c0.kernels - c0.blas) / (double)steps,
 			(double)(c1.graph_hits - c0.graph_hits) / (double)steps};
-	if (spec)
-		run_spec(m, B, seq, next, max_steps, spec);
+	if (spec) {
+		int32_t *got = malloc(sizeof(int32_t) * (size_t)(B * max_steps));
+		int64_t *ngot = calloc((size_t)B, sizeof *ngot);
+		if (!got || !ngot)
+			tf_die(71, "out of memory");
+		for (int b = 0; b < B; b++) {
+			tf_model_group_seq_free(m, seq[b]);
+			if ((st = tf_model_group_seq_fork(m, p0, &seq[b])))
+				tf_die_status(st, "fork of sequence %d", b);
+			next[b] = (int32_t)((first + 7 * b) % (int32_t)V);
+		}
+		run_spec(m, B, seq, next, max_steps, spec, got, ngot);
+		for (int b = 0; b < B; b++)
+			for (int64_t k = 0; k < ngot[b] && k < steps; k++) {
+				spec->checked++;
+				spec->differ += got[(int64_t)b * max_steps + k] != plain[(int64_t)b * max_steps + k];
+			}
+		free(got);
+		free(ngot);
+	}
+	free(plain);
 	for (int b = 0; b < B; b++)
 		tf_model_group_seq_free(m, seq[b]);
 	free(ids);
@@ -375,7 +409,7 @@ int bench_decode(void)
 		printf("[");
 	}
 	const char *name = bench.preset ? bench.preset : "pack";
-	int p0;
+	int p0, code = 0;
 	int32_t first;
 	double pf = prefill(m, bench.ctx, &p0, &first);
 	for (int i = 0; i < nrows; i++) {
@@ -385,6 +419,12 @@ int bench_decode(void)
 		struct device_figures df;
 		run_case(m, (int)rows[i], p0, first, bench.ctx, max_steps, &dc, &steps,
 			 bench.draft ? &sf : NULL, &df);
+		if (bench.draft && sf.differ) {
+			tf_warn("decode: --draft: %lld of %lld tokens at %lld rows differ from plain "
+				"greedy decoding's", (long long)sf.differ, (long long)sf.checked,
+				(long long)rows[i]);
+			code = 1;
+		}
 		double step_ms = 1e3 * (double)rows[i] / dc;
 		double floor_ms = cuda ? 1e3 * bench_floor_bytes(&fl, (int)rows[i], bench.ctx) / (gbs * 1e9) : 0;
 		if (bench.json) {
@@ -402,10 +442,12 @@ int bench_decode(void)
 			if (bench.draft)
 				printf(",\"draft_block\":%d,\"drafted\":%lld,\"accepted\":%lld,"
 				       "\"accept_rate\":%.4f,\"tokens_per_step\":%.3f,\"spec_tps\":%.2f,"
-				       "\"spec_steps\":%lld,\"draft_ms\":%.3f",
+				       "\"spec_steps\":%lld,\"draft_ms\":%.3f,\"spec_checked\":%lld,"
+				       "\"spec_differ\":%lld",
 				       tf_model_group_draft_block(m), (long long)sf.drafted,
 				       (long long)sf.accepted, sf.accept, sf.tokens_per_step, sf.tps,
-				       (long long)sf.steps, sf.draft_ms);
+				       (long long)sf.steps, sf.draft_ms, (long long)sf.checked,
+				       (long long)sf.differ);
 			printf("}");
 		} else {
 			printf("%-8s %5lld %6lld %5lld %7lld %12.1f %12.1f %7lld", name,
@@ -432,5 +474,5 @@ int bench_decode(void)
 		if (system(cmd) != 0)
 			tf_warn("could not remove %s", tmp);
 	}
-	return 0;
+	return code;
 }

@@ -1,10 +1,11 @@
 /* group.h: world tensor-parallel ranks of a model in one process, on
  * threads, over the fabric's host backend (fabric/comm.h): the in-process
- * form of TP that tests, tf-bench and the CPU engine use. Each rank is a
- * tf_model (model.h) holding its plan's slices; a forward runs every rank
- * at once (rank 0 on the caller's thread, the others on threads of the
- * group) and gives the logits every rank gathered. World 1 is a plain
- * model with no thread and no collective.
+ * form of TP that tests and tf-bench decode --world use (tf-serve's engine
+ * opens one rank, model.h). Each rank is a tf_model (model.h) holding its
+ * plan's slices; a forward runs every rank at once (rank 0 on the
+ * caller's thread, the others on threads of the group) and gives the
+ * logits every rank gathered. World 1 is a plain model with no thread and
+ * no collective.
  *
  * The interface mirrors model.h. Sequence calls are made on every rank in
  * turn (they run no collective) and must give every rank the same slot.

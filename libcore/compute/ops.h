@@ -9,6 +9,12 @@
  * fills the same table on the GPU and is checked op by op against the CPU
  * one (tests/gpu/gpu_ops.c, with each op's tolerance).
  *
+ * What runs over it today: the whole forward of one rank, on either
+ * backend (compute/model.h: tf-serve --engine cpu|cuda, tf-bench decode
+ * --backend cpu|cuda, one GPU); several ranks only as threads of one
+ * process on the CPU backend (compute/group.h). Ranks across processes or
+ * GPUs are not driven through these ops yet.
+ *
  * Tensors are described by struct tf_tensor: a data pointer the backend owns
  * (host memory for the CPU backend, a device address for CUDA: ops->device
  * says which), a dtype and up to four dimensions, row-major and contiguous.

@@ -518,9 +518,9 @@ static void feed_group(struct tf_model_group *g, int seq, int n, int chunk)
 /* Tensor parallelism: at worlds 2 and 4 the draft pass runs the forward's
  * collectives on every rank. Within a world, drafts after one prefill equal
  * drafts after token-by-token decode to the bit, batched or alone; across
- * worlds the partial sums' order moves the bits, so the confidences agree
- * within a tolerance and the tokens where the draws are not near-ties
- * (reported). */
+ * worlds the partial sums' order moves the bits: the confidences agree
+ * within 1e-3 (6.9e-4 measured) and every token is equal (this pack's
+ * draws have no near-tie; BENCHMARKS.md quotes these bounds). */
 START_TEST(worlds_draft)
 {
 	make_pack(51);
@@ -574,7 +574,8 @@ START_TEST(worlds_draft)
 	}
 	fprintf(stderr, "worlds 2, 4 vs 1: %d of %d draft tokens equal, confidences within %.3g\n",
 		agree, total, worst);
-	ck_assert(worst < 0.05 && agree >= total / 2);
+	ck_assert_int_eq(agree, total);
+	ck_assert_msg(worst <= 1e-3, "confidences differ by %.3g (bound 1e-3)", worst);
 	drop_pack();
 }
 END_TEST
