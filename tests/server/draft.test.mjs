@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { start, metric } from './lib.mjs';
+import { start, metric, modelArgs } from './lib.mjs';
 
 let srv, oa, an, dir;
 before(async () => {
@@ -21,7 +21,7 @@ before(async () => {
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '-q', '-o', path.join(dir, 'tiny')]);
   // every row drafts as deep as its proposer goes: the verify path runs
   // on each row, whatever the measured costs would say
-  srv = await start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', '--drafts', '7', path.join(dir, 'tiny')],
+  srv = await start([...modelArgs(), '--model', 'tiny', '--drafts', '7', path.join(dir, 'tiny')],
     { TF_DRAFT_DEPTH: 'fixed' });
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
   an = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });

@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { start, post } from './lib.mjs';
+import { start, post, modelArgs } from './lib.mjs';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const schemas = JSON.parse(fs.readFileSync(path.join(here, '../data/grammar/schemas.json'), 'utf8'));
@@ -18,7 +18,7 @@ let srv, oa, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-grammar-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '5', '-q', '-o', path.join(dir, 'tiny')]);
-  srv = await start(['--engine', 'cpu', '-j', '2', '--model', 'tiny', '--max-tokens', '1500', path.join(dir, 'tiny')]);
+  srv = await start([...modelArgs(2), '--model', 'tiny', '--max-tokens', '1500', path.join(dir, 'tiny')]);
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0, timeout: 300000 });
 });
 after(async () => {

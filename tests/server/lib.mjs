@@ -13,10 +13,11 @@ process.on('exit', () => { for (const p of running) p.kill('SIGKILL'); });
 
 // The engine of the tests that serve a model (a synthetic pack): cpu, or
 // cuda when run.sh was given TF_ENGINE=cuda (TF_TEST_ENGINE; TF_TEST_DEVICE
-// picks the device). modelArgs() are tf-serve's options for it.
+// picks the device). modelArgs(j) are tf-serve's options for it (j: the
+// cpu engine's threads).
 export const engine = process.env.TF_TEST_ENGINE || 'cpu';
-export function modelArgs() {
-  if (engine !== 'cuda') return ['--engine', 'cpu', '-j', '1'];
+export function modelArgs(j = 1) {
+  if (engine !== 'cuda') return ['--engine', 'cpu', '-j', String(j)];
   const dev = process.env.TF_TEST_DEVICE;
   return ['--engine', 'cuda', ...(dev ? ['--device', dev] : [])];
 }

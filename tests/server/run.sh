@@ -56,7 +56,7 @@ fi
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
 	if [ "$TF_TEST_ENGINE" = cuda ]; then
-		mapfile -t files < <(grep -l 'modelArgs()' ./*.test.mjs)
+		mapfile -t files < <(grep -l 'modelArgs(' ./*.test.mjs | grep -v lib.mjs)
 	else
 		files=(*.test.mjs)
 	fi

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { start, post } from './lib.mjs';
+import { start, post, modelArgs } from './lib.mjs';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const weather = { type: 'object', additionalProperties: false, required: ['city', 'days'], properties: {
@@ -31,7 +31,7 @@ let srv, oa, an, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-tools-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '5', '-q', '-o', path.join(dir, 'tiny')]);
-  srv = await start(['--engine', 'cpu', '-j', '2', '--model', 'tiny', '--max-tokens', '1200', path.join(dir, 'tiny')]);
+  srv = await start([...modelArgs(2), '--model', 'tiny', '--max-tokens', '1200', path.join(dir, 'tiny')]);
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0, timeout: 300000 });
   an = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0, timeout: 300000 });
 });
