@@ -118,6 +118,7 @@ struct conn {
 	bool probed;          /* the client half-closed; probed once (see ticker_main) */
 	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
 	atomic_bool half;     /* an HTTP/1.1 client half-closed: a whole reply goes by a writer */
+	bool close_wanted;    /* an HTTP/1.1 client sent Connection: close: so does a whole reply */
 	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
 	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
 	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */

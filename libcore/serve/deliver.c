@@ -132,12 +132,15 @@ static bool pump_all(struct conn *c)
  * reply itself (Connection: close) and MHD only closes the connection. */
 static bool whole_wire(struct conn *c)
 {
-	if (!pump_all(c))
+	if (c->gen && !pump_all(c))
 		return false;
 	if (c->failed)
 		return true;
 	struct tf_reply r = {0};
-	tf_gen_reply(c->gen, &r);
+	if (c->gen)
+		tf_gen_reply(c->gen, &r);
+	else /* a refusal prepared off MHD's threads (prep_keep in server.c) */
+		r = c->err, c->err = (struct tf_reply){0};
 	char ra[32] = "";
 	if (r.retry_after)
 		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", r.retry_after);

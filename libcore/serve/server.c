@@ -163,7 +163,7 @@ static void on_note(void *ctx)
 	atomic_fetch_add(&c->notes, 1);
 	pthread_mutex_lock(&c->mu);
 	if (c->state == C_PARKED) {
-		if (atomic_load(&c->s->stopping) || (c->whole && !half_closed(c))) {
+		if (atomic_load(&c->s->stopping) || (c->whole && !c->close_wanted && !half_closed(c))) {
 			c->state = C_MHD;
 			MHD_resume_connection(c->mc);
 		} else {
@@ -330,10 +330,12 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 /* A body big enough to stall the HTTP thread is prepared on the prep
  * thread (prep.h): the connection is suspended meanwhile, and the job
  * resumes it; MHD then calls the handler again. Returns false when the
- * job could not be queued (prepare inline). */
+ * job could not be queued, or the client half-closed (prepare inline):
+ * libmicrohttpd, resuming a connection whose reply is not queued, reads
+ * first, and a read of the client's end of stream drops the request. */
 static bool prep_start(struct MHD_Connection *mc, struct conn *c, void (*fn)(void *))
 {
-	if (c->body.len < TF_PREP_MIN_BODY)
+	if (c->body.len < TF_PREP_MIN_BODY || half_closed(c))
 		return false;
 	atomic_store(&c->prep, PREP_RUNNING);
 	MHD_suspend_connection(mc);
@@ -366,10 +368,51 @@ static void gen_prepare(struct conn *c)
 	tf_buf_release(&c->body);
 }
 
+/* Open a prepared generation on the connection (c->pgen to c->gen) and
+ * ask for the engine's notifications. Any thread that holds the
+ * connection (MHD's, or the prep thread while it is suspended). */
+static void gen_attach(struct MHD_Connection *mc, struct conn *c)
+{
+	struct tf_server *s = c->s;
+	struct tf_gen *g = c->pgen;
+	c->pgen = NULL;
+	c->gen = g;
+	c->whole = !tf_gen_streaming(g);
+	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
+	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
+	tf_gen_timing(g, timing && !strcmp(timing, "1"));
+	atomic_store(&c->last_write, conn_now());
+	gens_add(c);
+	tf_gen_notify(g, on_note, c, c->whole);
+}
+
+/* The client half-closed while its body was prepared: resuming would
+ * lose the request (see prep_start), so its whole reply, or its refusal,
+ * goes by a writer (whole_wire) while MHD keeps the connection suspended.
+ * A stream goes back to MHD. Returns false when MHD is to resume it. */
+static bool prep_keep(struct conn *c)
+{
+	if ((c->pgen && tf_gen_streaming(c->pgen)) || atomic_load(&c->s->stopping))
+		return false;
+	atomic_store(&c->prep, PREP_DONE);
+	if (c->pgen)
+		gen_attach(c->mc, c);
+	c->whole = true;
+	if (!c->w)
+		c->w = &c->s->writers[atomic_fetch_add(&c->s->next_writer, 1) % c->s->nwriters];
+	pthread_mutex_lock(&c->mu);
+	tf_deliver_queue_locked(c); /* the writer pumps, parks or sends */
+	pthread_mutex_unlock(&c->mu);
+	return true;
+}
+
 static void gen_job(void *arg)
 {
-	gen_prepare(arg);
-	prep_done(arg);
+	struct conn *c = arg;
+	gen_prepare(c);
+	if (half_closed(c) && prep_keep(c))
+		return;
+	prep_done(c);
 }
 
 static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *c)
@@ -402,16 +445,7 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	}
 	if (!c->pgen)
 		return send_reply(mc, c, &c->err, NULL, false);
-	struct tf_gen *g = c->pgen;
-	c->pgen = NULL;
-	c->gen = g;
-	c->whole = !tf_gen_streaming(g);
-	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
-	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
-	tf_gen_timing(g, timing && !strcmp(timing, "1"));
-	atomic_store(&c->last_write, conn_now());
-	gens_add(c);
-	tf_gen_notify(g, on_note, c, c->whole);
+	gen_attach(mc, c);
 	if (c->whole)
 		return whole_step(mc, c);
 	struct MHD_Response *resp =
@@ -638,6 +672,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		c->mc = mc;
 		c->fd = -1;
 		c->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
+		const char *cn = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Connection");
+		c->close_wanted = c->http11 && cn && strcasestr(cn, "close");
 		pthread_mutex_init(&c->mu, NULL);
 		*con_cls = c;
 		const union MHD_ConnectionInfo *ci =
@@ -672,6 +708,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		return MHD_YES;
 	}
 	tf_slot_busy(s->slots, c->slot); /* the request is whole */
+	if (c->self_sent) /* a writer sent the reply (whole_wire): close */
+		return MHD_NO;
 	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
 		return whole_step(mc, c);
 	if (c->answered) /* a reply was queued already */
