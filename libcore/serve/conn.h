@@ -120,6 +120,8 @@ struct conn {
 	atomic_bool half;     /* an HTTP/1.1 client half-closed: a whole reply goes by a writer */
 	bool close_wanted;    /* an HTTP/1.1 client sent Connection: close: so does a whole reply */
 	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
+	bool self_head;       /* a writer sends the whole stream, its head too (prep_keep) */
+	bool self_tail;       /* ... and has put its last chunk on the wire */
 	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
 	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
 	bool answered;        /* a reply was queued */

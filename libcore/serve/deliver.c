@@ -25,7 +25,9 @@
 void tf_deliver_wake(struct conn *c)
 {
 	pthread_mutex_lock(&c->mu);
-	if (c->state == C_PARKED) {
+	if (c->state == C_PARKED && c->self_head && !atomic_load(&c->s->stopping)) {
+		tf_deliver_queue_locked(c); /* MHD never sees this stream: its writer looks */
+	} else if (c->state == C_PARKED) {
 		c->state = C_MHD;
 		MHD_resume_connection(c->mc);
 	}
@@ -193,8 +195,14 @@ static void writer_step(struct writer *w, struct conn *c)
 			tf_buf_reset(&c->wire);
 			c->wsent = 0;
 		}
+		if (c->eof && c->self_head && !c->self_tail) { /* the last chunk */
+			c->self_tail = true;
+			if (tf_buf_puts(&c->wire, "0\r\n\r\n"))
+				c->failed = true;
+			continue;
+		}
 		if (c->eof) {
-			c->self_sent = c->whole;
+			c->self_sent = c->whole || c->self_head;
 			writer_release(c);
 			return;
 		}
@@ -206,6 +214,8 @@ static void writer_step(struct writer *w, struct conn *c)
 			bool done = false;
 			tf_buf_reset(&c->pend);
 			c->sent = 0;
+			if (atomic_exchange(&c->probe, false))
+				tf_buf_puts(&c->pend, ":\n\n");
 			if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
 				tf_gen_cancel(c->gen);
 				c->failed = true;

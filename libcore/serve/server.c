@@ -329,13 +329,11 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 
 /* A body big enough to stall the HTTP thread is prepared on the prep
  * thread (prep.h): the connection is suspended meanwhile, and the job
- * resumes it; MHD then calls the handler again. Returns false when the
- * job could not be queued, or the client half-closed (prepare inline):
- * libmicrohttpd, resuming a connection whose reply is not queued, reads
- * first, and a read of the client's end of stream drops the request. */
+ * resumes it; MHD then calls the handler again (but see prep_keep).
+ * Returns false when the job could not be queued (prepare inline). */
 static bool prep_start(struct MHD_Connection *mc, struct conn *c, void (*fn)(void *))
 {
-	if (c->body.len < TF_PREP_MIN_BODY || half_closed(c))
+	if (c->body.len < TF_PREP_MIN_BODY)
 		return false;
 	atomic_store(&c->prep, PREP_RUNNING);
 	MHD_suspend_connection(mc);
@@ -386,17 +384,35 @@ static void gen_attach(struct MHD_Connection *mc, struct conn *c)
 	tf_gen_notify(g, on_note, c, c->whole);
 }
 
-/* The client half-closed while its body was prepared: resuming would
- * lose the request (see prep_start), so its whole reply, or its refusal,
- * goes by a writer (whole_wire) while MHD keeps the connection suspended.
- * A stream goes back to MHD. Returns false when MHD is to resume it. */
+/* libmicrohttpd, resuming a connection whose reply is not queued, reads
+ * from its socket before it calls the handler, and a read of the client's
+ * end of stream drops the request unanswered. So when the client
+ * half-closed while its body was prepared, or will not keep the
+ * connection (Connection: close), its reply goes by a writer while
+ * MHD keeps the connection suspended: a whole reply or a refusal whole
+ * (whole_wire), a stream with its head and its last chunk (Connection:
+ * close; self_head), and MHD only closes the connection after. Returns
+ * false when MHD is to resume it (a stop). */
 static bool prep_keep(struct conn *c)
 {
-	if ((c->pgen && tf_gen_streaming(c->pgen)) || atomic_load(&c->s->stopping))
+	if (atomic_load(&c->s->stopping))
 		return false;
 	atomic_store(&c->prep, PREP_DONE);
 	if (c->pgen)
 		gen_attach(c->mc, c);
+	if (c->gen && !c->whole) {
+		if (tf_buf_puts(&c->wire, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+				"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+				"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"))
+			c->failed = true;
+		c->self_head = true;
+		c->answered = true;
+		tf_metrics_http(c->s->metrics, 200);
+		pthread_mutex_lock(&c->mu);
+		tf_deliver_queue_locked(c);
+		pthread_mutex_unlock(&c->mu);
+		return true;
+	}
 	c->whole = true;
 	if (!c->w)
 		c->w = &c->s->writers[atomic_fetch_add(&c->s->next_writer, 1) % c->s->nwriters];
@@ -410,7 +426,7 @@ static void gen_job(void *arg)
 {
 	struct conn *c = arg;
 	gen_prepare(c);
-	if (half_closed(c) && prep_keep(c))
+	if ((c->close_wanted || half_closed(c)) && prep_keep(c))
 		return;
 	prep_done(c);
 }
@@ -708,7 +724,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		return MHD_YES;
 	}
 	tf_slot_busy(s->slots, c->slot); /* the request is whole */
-	if (c->self_sent) /* a writer sent the reply (whole_wire): close */
+	if (c->self_sent || c->self_head) /* a writer sent the reply, or ended its stream: close */
 		return MHD_NO;
 	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
 		return whole_step(mc, c);
