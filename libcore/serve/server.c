@@ -807,15 +807,20 @@ static void fd_room(unsigned conns)
 /* libmicrohttpd's messages. It answers some requests itself, before the
  * handler (malformed, HTTP version, a request line or header section past
  * the connection memory): it says so here, and these replies are counted
- * like tf's own. */
+ * like tf's own. Its 414 and 431 (a head past the connection memory) are
+ * answered in tf's JSON instead (tf_slots_refuse_head): the log comes on
+ * the connection's thread just before the library queues its reply. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct tf_server *s = cls;
 	char m[512];
 	vsnprintf(m, sizeof(m), fmt, ap);
 	const char *code = strstr(m, "HTTP response code is ");
-	if (code)
-		tf_metrics_http(s->metrics, (int)strtol(code + 22, NULL, 10));
+	int status = code ? (int)strtol(code + 22, NULL, 10) : 0;
+	if ((status == 414 || status == 431) && tf_slots_refuse_head(s->slots, status, s->c.headers_max))
+		status = 0; /* answered in JSON, and counted, instead */
+	if (status)
+		tf_metrics_http(s->metrics, status);
 	if (TF_LOG_INFO > tf_log_level_now)
 		return;
 	size_t n = strlen(m);
