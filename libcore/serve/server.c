@@ -890,7 +890,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 				MHD_OPTION_NOTIFY_CONNECTION, on_socket, s,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, hard,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TF_SLOTS_HEAD_MEMORY,
 				MHD_OPTION_ARRAY, pool_opt,
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
 				MHD_OPTION_END);

@@ -286,8 +286,10 @@ bool tf_slots_refuse_head(struct tf_slots *t, int status, unsigned headers_max)
 		else if (most > TF_SLOTS_HEADER_BYTES)
 			snprintf(m, sizeof(m), "the request's header is larger than %d bytes",
 				 TF_SLOTS_HEADER_BYTES);
-		else
-			snprintf(m, sizeof(m), "more than %u header lines", headers_max);
+		else /* many short lines: their index filled the memory */
+			snprintf(m, sizeof(m), "the request's header lines do not fit in the server's "
+				 "%d KiB of connection memory (at most %u are taken)", TF_SLOTS_HEAD_MEMORY / 1024,
+				 headers_max);
 		say(t, worst, status, status == 414 ? "URI Too Long" : "Request Header Fields Too Large",
 		    "invalid_request_error", status == 414 ? "uri_too_long" : "header_too_large", m, 0);
 		kill_locked(t, worst, mono(), TF_SLOTS_LINGER_S);

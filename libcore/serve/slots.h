@@ -66,6 +66,7 @@ void tf_slot_idle(struct tf_slots *t, struct tf_slot *s);
  * Returns whether a head was answered (and counted). Linux: the bytes
  * read come from TCP_INFO. */
 #define TF_SLOTS_HEAD_MIN 4096
+#define TF_SLOTS_HEAD_MEMORY (64 * 1024) /* the library's connection memory */
 #define TF_SLOTS_URL_MAX (8 * 1024)
 #define TF_SLOTS_HEADER_BYTES (32 * 1024)
 bool tf_slots_refuse_head(struct tf_slots *t, int status, unsigned headers_max);
