@@ -122,6 +122,9 @@ struct conn {
 	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
 	bool self_head;       /* a writer sends the whole stream, its head too (prep_keep) */
 	bool self_tail;       /* ... and has put its last chunk on the wire */
+	bool by_writer;       /* a writer answers this request; MHD only closes (prep_keep) */
+	bool self_text;       /* ... a text route's answer, from text */
+	size_t tpos;          /* the text answer's bytes put on the wire */
 	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
 	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
 	bool answered;        /* a reply was queued */

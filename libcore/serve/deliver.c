@@ -195,6 +195,16 @@ static void writer_step(struct writer *w, struct conn *c)
 			tf_buf_reset(&c->wire);
 			c->wsent = 0;
 		}
+		if (c->self_text && !c->eof) { /* the next piece of a text answer */
+			char piece[16384];
+			size_t n = c->text.ids ? tf_text_read(&c->text, c->tpos, piece, sizeof(piece)) : 0;
+			if (n && tf_buf_append(&c->wire, piece, n))
+				c->failed = true;
+			c->tpos += n;
+			if (!n || c->tpos >= c->text.size)
+				c->eof = true;
+			continue;
+		}
 		if (c->eof && c->self_head && !c->self_tail) { /* the last chunk */
 			c->self_tail = true;
 			if (tf_buf_puts(&c->wire, "0\r\n\r\n"))
@@ -202,7 +212,7 @@ static void writer_step(struct writer *w, struct conn *c)
 			continue;
 		}
 		if (c->eof) {
-			c->self_sent = c->whole || c->self_head;
+			c->self_sent = c->whole || c->by_writer;
 			writer_release(c);
 			return;
 		}

@@ -386,13 +386,15 @@ static void gen_attach(struct MHD_Connection *mc, struct conn *c)
 
 /* libmicrohttpd, resuming a connection whose reply is not queued, reads
  * from its socket before it calls the handler, and a read of the client's
- * end of stream drops the request unanswered. So when the client
- * half-closed while its body was prepared, or will not keep the
- * connection (Connection: close), its reply goes by a writer while
+ * end of stream drops the request unanswered; a client may half-close at
+ * any time before that read, and no look at its socket can rule it out.
+ * So a request whose body was prepared off MHD's threads (64 KiB or
+ * more, where reconnecting costs little) is never resumed before its
+ * reply is out: the reply goes by a writer, with Connection: close, while
  * MHD keeps the connection suspended: a whole reply or a refusal whole
- * (whole_wire), a stream with its head and its last chunk (Connection:
- * close; self_head), and MHD only closes the connection after. Returns
- * false when MHD is to resume it (a stop). */
+ * (whole_wire), a stream with its head and its last chunk (self_head), a
+ * text answer (text_keep), and MHD only closes the connection after.
+ * Returns false when MHD is to resume it (a stop). */
 static bool prep_keep(struct conn *c)
 {
 	if (atomic_load(&c->s->stopping))
@@ -400,12 +402,14 @@ static bool prep_keep(struct conn *c)
 	atomic_store(&c->prep, PREP_DONE);
 	if (c->pgen)
 		gen_attach(c->mc, c);
+	if (!c->gen)
+		c->by_writer = true; /* a refusal */
 	if (c->gen && !c->whole) {
 		if (tf_buf_puts(&c->wire, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 				"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
 				"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"))
 			c->failed = true;
-		c->self_head = true;
+		c->self_head = c->by_writer = true;
 		c->answered = true;
 		tf_metrics_http(c->s->metrics, 200);
 		pthread_mutex_lock(&c->mu);
@@ -426,7 +430,7 @@ static void gen_job(void *arg)
 {
 	struct conn *c = arg;
 	gen_prepare(c);
-	if ((c->close_wanted || half_closed(c)) && prep_keep(c))
+	if (prep_keep(c))
 		return;
 	prep_done(c);
 }
@@ -538,11 +542,39 @@ static enum tf_text_route text_route(enum route_kind k)
 	return k == R_COUNT ? TF_TEXT_COUNT : k == R_TOKENIZE ? TF_TEXT_TOKENIZE : TF_TEXT_DETOKENIZE;
 }
 
+/* A text answer prepared off MHD's threads for a client that half-closed
+ * or sent Connection: close: its writer sends it (see prep_keep). Others
+ * keep their connection: MHD sends the answer (a 30 MB tokenize answer
+ * goes out as fast, and other requests on its thread are not slowed). */
+static bool text_keep(struct conn *c)
+{
+	struct tf_text_answer *a = &c->text;
+	if (atomic_load(&c->s->stopping))
+		return false;
+	atomic_store(&c->prep, PREP_DONE);
+	if (tf_buf_printf(&c->wire, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			  "Connection: close\r\n\r\n", a->r.status,
+			  MHD_get_reason_phrase_for((unsigned)a->r.status),
+			  a->r.type ? a->r.type : "application/json", a->ids ? a->size : a->r.body.len) ||
+	    (!a->ids && tf_buf_append(&c->wire, a->r.body.data ? a->r.body.data : "", a->r.body.len)))
+		c->failed = true;
+	c->by_writer = c->self_text = c->whole = true;
+	c->answered = true;
+	tf_metrics_http(c->s->metrics, a->r.status);
+	c->w = &c->s->writers[atomic_fetch_add(&c->s->next_writer, 1) % c->s->nwriters];
+	pthread_mutex_lock(&c->mu);
+	tf_deliver_queue_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	return true;
+}
+
 static void text_job(void *arg)
 {
 	struct conn *c = arg;
 	tf_text_serve(&c->s->c.env, text_route(c->route->kind), c->body.data, c->body.len, &c->body,
 		      &c->text);
+	if ((c->close_wanted || half_closed(c)) && text_keep(c))
+		return;
 	prep_done(c);
 }
 
@@ -724,7 +756,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		return MHD_YES;
 	}
 	tf_slot_busy(s->slots, c->slot); /* the request is whole */
-	if (c->self_sent || c->self_head) /* a writer sent the reply, or ended its stream: close */
+	if (c->self_sent || c->by_writer) /* a writer sent the reply, or gave up on it: close */
 		return MHD_NO;
 	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
 		return whole_step(mc, c);

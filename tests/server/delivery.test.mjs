@@ -116,14 +116,15 @@ test('a reply read to its end counts ok with all its tokens delivered', async ()
 
 // Many half-closed clients at once, each with a body past the 64 KiB that
 // is prepared off the HTTP threads (and, for "Connection: close", also
-// small ones): every one gets its whole reply. libmicrohttpd reads a
+// small ones): every one gets its whole reply, whole, streamed or a
+// tokenize. libmicrohttpd reads a
 // resumed connection's socket before it calls the handler, and a read of
 // the client's end of stream dropped the request unanswered (41 of 80
 // lost before).
 test('80 half-closed clients with large bodies at once all get their whole replies', async () => {
   const k = await start(['--stub-token-ms', '0', '--stub-piece-us', '0', '--context', '1000000']);
   try {
-    const one = (pad, extra, close) => new Promise((resolve) => {
+    const one = (pad, extra, close, path = '/v1/chat/completions') => new Promise((resolve) => {
       const s = net.connect({ port: k.port, host: '127.0.0.1', allowHalfOpen: true });
       let got = '';
       const t = setTimeout(() => { s.destroy(); resolve(got); }, 20000);
@@ -131,13 +132,19 @@ test('80 half-closed clients with large bodies at once all get their whole repli
       s.on('end', () => { clearTimeout(t); s.destroy(); resolve(got); });
       s.on('error', () => { clearTimeout(t); resolve(got); });
       s.on('connect', () => {
-        const b = JSON.stringify({ messages: [{ role: 'system', content: 'y'.repeat(pad) },
-          { role: 'user', content: '@short' }], reasoning_effort: 'none', ...extra });
-        s.end(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+        const b = JSON.stringify(path.endsWith('tokenize') ? { prompt: 'y '.repeat(pad / 2) }
+          : { messages: [{ role: 'system', content: 'y'.repeat(pad) }, { role: 'user', content: '@short' }],
+            reasoning_effort: 'none', ...extra });
+        s.end(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
           `Content-Length: ${Buffer.byteLength(b)}\r\n${close ? 'Connection: close\r\n' : ''}\r\n${b}`);
       });
     });
     const whole = (g) => /HTTP\/1\.1 200 OK[^]*"content":"Short reply\."[^]*"finish_reason":"stop"/.test(g);
+    const tokens = (g) => {
+      const i = g.indexOf('\r\n\r\n');
+      const n = Number((g.slice(0, i).match(/Content-Length: (\d+)/) || [0, -1])[1]);
+      return /^HTTP\/1\.1 200 OK/.test(g) && Buffer.byteLength(g.slice(i + 4)) === n && JSON.parse(g.slice(i + 4)).count > 0;
+    };
     const streamed = (g) => /HTTP\/1\.1 200 OK[^]*data: \[DONE\]\n\n\r\n0\r\n\r\n$/.test(g);
     const runs = [
       ['whole, 70 KB, close', 70000, {}, true, whole],
@@ -146,9 +153,11 @@ test('80 half-closed clients with large bodies at once all get their whole repli
       ['stream, 70 KB, close', 70000, { stream: true }, true, streamed],
       ['stream, 200 KB, keep-alive', 200000, { stream: true }, false, streamed],
       ['whole, 5 KB, close', 5000, {}, true, whole],
+      ['tokenize, 200 KB, close', 200000, {}, true, tokens, '/v1/tokenize'],
+      ['tokenize, 70 KB, close', 70000, {}, true, tokens, '/v1/tokenize'],
     ];
-    for (const [name, pad, extra, close, ok] of runs) {
-      const got = await Promise.all(Array.from({ length: 80 }, () => one(pad, extra, close)));
+    for (const [name, pad, extra, close, ok, path] of runs) {
+      const got = await Promise.all(Array.from({ length: 80 }, () => one(pad, extra, close, path)));
       const lost = got.filter((g) => !ok(g));
       assert.equal(lost.length, 0, `${name}: ${lost.length} of 80 lost; first: ${JSON.stringify(lost[0]?.slice(0, 120))}`);
     }
