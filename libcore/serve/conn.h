@@ -99,10 +99,15 @@ enum conn_state {
  * counter closes the race between "nothing to send" and "park": a
  * notification after the last look is seen under mu before parking.
  *
- * A whole reply whose client half-closed its socket goes the same way:
- * libmicrohttpd, taking such a connection back before a reply is queued,
- * reads the end of stream and drops it, so the writer sends the reply
- * (whole_wire in deliver.c) and MHD only closes the connection after. */
+ * A whole reply whose client half-closed its socket (or sent Connection:
+ * close) goes the same way: libmicrohttpd, taking a connection back
+ * before a reply is queued, reads its socket first, and a read of the end
+ * of stream drops the request; so the writer sends the reply (whole_wire
+ * in deliver.c) and MHD only closes the connection after. A request whose
+ * body was prepared off MHD's threads is never taken back before its
+ * reply is out (prep_keep in server.c): the writer sends its whole reply,
+ * refusal, stream (self_head: the head and the last chunk too) or text
+ * answer (self_text), and MHD only closes the connection. */
 struct conn {
 	struct tf_server *s;
 	struct MHD_Connection *mc;
