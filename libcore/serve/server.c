@@ -163,7 +163,8 @@ static void on_note(void *ctx)
 	atomic_fetch_add(&c->notes, 1);
 	pthread_mutex_lock(&c->mu);
 	if (c->state == C_PARKED) {
-		if (atomic_load(&c->s->stopping) || (c->whole && !c->close_wanted && !half_closed(c))) {
+		if (atomic_load(&c->s->stopping) ||
+		    (c->whole && !c->by_writer && !c->close_wanted && !half_closed(c))) {
 			c->state = C_MHD;
 			MHD_resume_connection(c->mc);
 		} else {
@@ -402,14 +403,13 @@ static bool prep_keep(struct conn *c)
 	atomic_store(&c->prep, PREP_DONE);
 	if (c->pgen)
 		gen_attach(c->mc, c);
-	if (!c->gen)
-		c->by_writer = true; /* a refusal */
+	c->by_writer = true;
 	if (c->gen && !c->whole) {
 		if (tf_buf_puts(&c->wire, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 				"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
 				"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"))
 			c->failed = true;
-		c->self_head = c->by_writer = true;
+		c->self_head = true;
 		c->answered = true;
 		tf_metrics_http(c->s->metrics, 200);
 		pthread_mutex_lock(&c->mu);
