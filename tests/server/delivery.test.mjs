@@ -165,3 +165,45 @@ test('80 half-closed clients with large bodies at once all get their whole repli
     await k.stop();
   }
 });
+
+// A body of 64 KiB or more is prepared off the HTTP threads and its reply
+// sent by a writer, never handed back to the library first: whole or
+// streamed it closes the connection, a stream still gets its keepalives,
+// a refusal its JSON, and a client that leaves mid-stream is cancelled.
+test('a large body: the reply closes the connection, keepalives flow, a leaver is cancelled', async () => {
+  const k = await start(['--context', '1000000', '--stub-piece-us', '0', '--keepalive', '0.2',
+    '--stub-wait-ms', '800', '--stub-token-ms', '5']);
+  try {
+    const url = k.url + '/v1/chat/completions';
+    const pad = 'y'.repeat(100000);
+    const msg = (c, extra = {}) => ({ messages: [{ role: 'system', content: pad }, { role: 'user', content: c }], ...extra });
+    const post = async (b) => {
+      const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b) });
+      return { status: r.status, connection: r.headers.get('connection'), text: await r.text() };
+    };
+    let r = await post(msg('@wait', { stream: true }));
+    assert.equal(r.status, 200);
+    assert.equal(r.connection, 'close');
+    assert.match(r.text, /^: keepalive\n\n/m);
+    assert.match(r.text, /data: \[DONE\]\n\n$/);
+    r = await post(msg('@wait'));
+    assert.equal(r.status, 200);
+    assert.equal(r.connection, 'close');
+    assert.equal(JSON.parse(r.text).choices[0].message.content, 'Short reply.');
+    r = await post({ messages: 5, pad });
+    assert.equal(r.status, 400);
+    assert.match(JSON.parse(r.text).error.message, /messages/);
+    const c0 = await metric(k.url, 'tf_requests_cancelled_total');
+    const ac = new AbortController();
+    const resp = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(msg('@long', { stream: true, max_tokens: 100000 })), signal: ac.signal });
+    const rd = resp.body.getReader();
+    await rd.read();
+    ac.abort();
+    let c = c0;
+    for (let i = 0; i < 100 && c === c0; i++) { await sleep(50); c = await metric(k.url, 'tf_requests_cancelled_total'); }
+    assert.equal(c, c0 + 1);
+  } finally {
+    await k.stop();
+  }
+});
