@@ -170,7 +170,8 @@ static inline double conn_now(void)
  * otherwise delivered tokens reached the client). */
 void tf_server_record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t delivered);
 
-/* deliver.c. Resume a parked connection (any thread): MHD takes it over. */
+/* deliver.c. Resume a parked connection (any thread): MHD takes it over;
+ * a stream whose writer sends it whole (self_head) goes to its writer. */
 void tf_deliver_wake(struct conn *c);
 /* Queue a parked stream (or a half-closed client's whole reply) for its
  * writer; c->mu held. Once the writer is down MHD takes it back. */

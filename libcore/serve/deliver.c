@@ -21,7 +21,8 @@
 #include "base/alloc.h"
 #include "base/log.h"
 
-/* Resume a parked connection (any thread): MHD takes it over. */
+/* Resume a parked connection (any thread): MHD takes it over, or, for a
+ * stream MHD never saw (self_head), its writer. */
 void tf_deliver_wake(struct conn *c)
 {
 	pthread_mutex_lock(&c->mu);
