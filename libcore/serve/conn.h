@@ -99,10 +99,15 @@ enum conn_state {
  * counter closes the race between "nothing to send" and "park": a
  * notification after the last look is seen under mu before parking.
  *
- * A whole reply whose client half-closed its socket goes the same way:
- * libmicrohttpd, taking such a connection back before a reply is queued,
- * reads the end of stream and drops it, so the writer sends the reply
- * (whole_wire in deliver.c) and MHD only closes the connection after. */
+ * A whole reply whose client half-closed its socket (or sent Connection:
+ * close) goes the same way: libmicrohttpd, taking a connection back
+ * before a reply is queued, reads its socket first, and a read of the end
+ * of stream drops the request; so the writer sends the reply (whole_wire
+ * in deliver.c) and MHD only closes the connection after. A request whose
+ * body was prepared off MHD's threads is never taken back before its
+ * reply is out (prep_keep in server.c): the writer sends its whole reply,
+ * refusal, stream (self_head: the head and the last chunk too) or text
+ * answer (self_text), and MHD only closes the connection. */
 struct conn {
 	struct tf_server *s;
 	struct MHD_Connection *mc;
@@ -118,7 +123,13 @@ struct conn {
 	bool probed;          /* the client half-closed; probed once (see ticker_main) */
 	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
 	atomic_bool half;     /* an HTTP/1.1 client half-closed: a whole reply goes by a writer */
+	bool close_wanted;    /* an HTTP/1.1 client sent Connection: close: so does a whole reply */
 	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
+	bool self_head;       /* a writer sends the whole stream, its head too (prep_keep) */
+	bool self_tail;       /* ... and has put its last chunk on the wire */
+	bool by_writer;       /* a writer answers this request; MHD only closes (prep_keep) */
+	bool self_text;       /* ... a text route's answer, from text */
+	size_t tpos;          /* the text answer's bytes put on the wire */
 	uint32_t made_tok;    /* completion tokens in the bytes produced so far */
 	uint32_t delivered;   /* completion tokens in the bytes handed to the socket */
 	bool answered;        /* a reply was queued */
@@ -159,7 +170,8 @@ static inline double conn_now(void)
  * otherwise delivered tokens reached the client). */
 void tf_server_record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_t delivered);
 
-/* deliver.c. Resume a parked connection (any thread): MHD takes it over. */
+/* deliver.c. Resume a parked connection (any thread): MHD takes it over;
+ * a stream whose writer sends it whole (self_head) goes to its writer. */
 void tf_deliver_wake(struct conn *c);
 /* Queue a parked stream (or a half-closed client's whole reply) for its
  * writer; c->mu held. Once the writer is down MHD takes it back. */

@@ -21,11 +21,14 @@
 #include "base/alloc.h"
 #include "base/log.h"
 
-/* Resume a parked connection (any thread): MHD takes it over. */
+/* Resume a parked connection (any thread): MHD takes it over, or, for a
+ * stream MHD never saw (self_head), its writer. */
 void tf_deliver_wake(struct conn *c)
 {
 	pthread_mutex_lock(&c->mu);
-	if (c->state == C_PARKED) {
+	if (c->state == C_PARKED && c->self_head && !atomic_load(&c->s->stopping)) {
+		tf_deliver_queue_locked(c); /* MHD never sees this stream: its writer looks */
+	} else if (c->state == C_PARKED) {
 		c->state = C_MHD;
 		MHD_resume_connection(c->mc);
 	}
@@ -132,12 +135,15 @@ static bool pump_all(struct conn *c)
  * reply itself (Connection: close) and MHD only closes the connection. */
 static bool whole_wire(struct conn *c)
 {
-	if (!pump_all(c))
+	if (c->gen && !pump_all(c))
 		return false;
 	if (c->failed)
 		return true;
 	struct tf_reply r = {0};
-	tf_gen_reply(c->gen, &r);
+	if (c->gen)
+		tf_gen_reply(c->gen, &r);
+	else /* a refusal prepared off MHD's threads (prep_keep in server.c) */
+		r = c->err, c->err = (struct tf_reply){0};
 	char ra[32] = "";
 	if (r.retry_after)
 		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", r.retry_after);
@@ -190,8 +196,24 @@ static void writer_step(struct writer *w, struct conn *c)
 			tf_buf_reset(&c->wire);
 			c->wsent = 0;
 		}
+		if (c->self_text && !c->eof) { /* the next piece of a text answer */
+			char piece[16384];
+			size_t n = c->text.ids ? tf_text_read(&c->text, c->tpos, piece, sizeof(piece)) : 0;
+			if (n && tf_buf_append(&c->wire, piece, n))
+				c->failed = true;
+			c->tpos += n;
+			if (!n || c->tpos >= c->text.size)
+				c->eof = true;
+			continue;
+		}
+		if (c->eof && c->self_head && !c->self_tail) { /* the last chunk */
+			c->self_tail = true;
+			if (tf_buf_puts(&c->wire, "0\r\n\r\n"))
+				c->failed = true;
+			continue;
+		}
 		if (c->eof) {
-			c->self_sent = c->whole;
+			c->self_sent = c->whole || c->by_writer;
 			writer_release(c);
 			return;
 		}
@@ -203,6 +225,8 @@ static void writer_step(struct writer *w, struct conn *c)
 			bool done = false;
 			tf_buf_reset(&c->pend);
 			c->sent = 0;
+			if (atomic_exchange(&c->probe, false))
+				tf_buf_puts(&c->pend, ":\n\n");
 			if (tf_gen_pump(c->gen, 0, &c->pend, &done)) {
 				tf_gen_cancel(c->gen);
 				c->failed = true;

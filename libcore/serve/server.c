@@ -163,7 +163,8 @@ static void on_note(void *ctx)
 	atomic_fetch_add(&c->notes, 1);
 	pthread_mutex_lock(&c->mu);
 	if (c->state == C_PARKED) {
-		if (atomic_load(&c->s->stopping) || (c->whole && !half_closed(c))) {
+		if (atomic_load(&c->s->stopping) ||
+		    (c->whole && !c->by_writer && !c->close_wanted && !half_closed(c))) {
 			c->state = C_MHD;
 			MHD_resume_connection(c->mc);
 		} else {
@@ -329,8 +330,8 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 
 /* A body big enough to stall the HTTP thread is prepared on the prep
  * thread (prep.h): the connection is suspended meanwhile, and the job
- * resumes it; MHD then calls the handler again. Returns false when the
- * job could not be queued (prepare inline). */
+ * resumes it; MHD then calls the handler again (but see prep_keep).
+ * Returns false when the job could not be queued (prepare inline). */
 static bool prep_start(struct MHD_Connection *mc, struct conn *c, void (*fn)(void *))
 {
 	if (c->body.len < TF_PREP_MIN_BODY)
@@ -366,10 +367,72 @@ static void gen_prepare(struct conn *c)
 	tf_buf_release(&c->body);
 }
 
+/* Open a prepared generation on the connection (c->pgen to c->gen) and
+ * ask for the engine's notifications. Any thread that holds the
+ * connection (MHD's, or the prep thread while it is suspended). */
+static void gen_attach(struct MHD_Connection *mc, struct conn *c)
+{
+	struct tf_server *s = c->s;
+	struct tf_gen *g = c->pgen;
+	c->pgen = NULL;
+	c->gen = g;
+	c->whole = !tf_gen_streaming(g);
+	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
+	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
+	tf_gen_timing(g, timing && !strcmp(timing, "1"));
+	atomic_store(&c->last_write, conn_now());
+	gens_add(c);
+	tf_gen_notify(g, on_note, c, c->whole);
+}
+
+/* libmicrohttpd, resuming a connection whose reply is not queued, reads
+ * from its socket before it calls the handler, and a read of the client's
+ * end of stream drops the request unanswered; a client may half-close at
+ * any time before that read, and no look at its socket can rule it out.
+ * So a request whose body was prepared off MHD's threads (64 KiB or
+ * more, where reconnecting costs little) is never resumed before its
+ * reply is out: the reply goes by a writer, with Connection: close, while
+ * MHD keeps the connection suspended: a whole reply or a refusal whole
+ * (whole_wire), a stream with its head and its last chunk (self_head), a
+ * text answer (text_keep), and MHD only closes the connection after.
+ * Returns false when MHD is to resume it (a stop). */
+static bool prep_keep(struct conn *c)
+{
+	if (atomic_load(&c->s->stopping))
+		return false;
+	atomic_store(&c->prep, PREP_DONE);
+	if (c->pgen)
+		gen_attach(c->mc, c);
+	c->by_writer = true;
+	if (c->gen && !c->whole) {
+		if (tf_buf_puts(&c->wire, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+				"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+				"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"))
+			c->failed = true;
+		c->self_head = true;
+		c->answered = true;
+		tf_metrics_http(c->s->metrics, 200);
+		pthread_mutex_lock(&c->mu);
+		tf_deliver_queue_locked(c);
+		pthread_mutex_unlock(&c->mu);
+		return true;
+	}
+	c->whole = true;
+	if (!c->w)
+		c->w = &c->s->writers[atomic_fetch_add(&c->s->next_writer, 1) % c->s->nwriters];
+	pthread_mutex_lock(&c->mu);
+	tf_deliver_queue_locked(c); /* the writer pumps, parks or sends */
+	pthread_mutex_unlock(&c->mu);
+	return true;
+}
+
 static void gen_job(void *arg)
 {
-	gen_prepare(arg);
-	prep_done(arg);
+	struct conn *c = arg;
+	gen_prepare(c);
+	if (prep_keep(c))
+		return;
+	prep_done(c);
 }
 
 static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *c)
@@ -402,16 +465,7 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	}
 	if (!c->pgen)
 		return send_reply(mc, c, &c->err, NULL, false);
-	struct tf_gen *g = c->pgen;
-	c->pgen = NULL;
-	c->gen = g;
-	c->whole = !tf_gen_streaming(g);
-	c->w = &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
-	const char *timing = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-TF-Timing");
-	tf_gen_timing(g, timing && !strcmp(timing, "1"));
-	atomic_store(&c->last_write, conn_now());
-	gens_add(c);
-	tf_gen_notify(g, on_note, c, c->whole);
+	gen_attach(mc, c);
 	if (c->whole)
 		return whole_step(mc, c);
 	struct MHD_Response *resp =
@@ -513,11 +567,39 @@ static enum tf_text_route text_route(enum route_kind k)
 	return k == R_COUNT ? TF_TEXT_COUNT : k == R_TOKENIZE ? TF_TEXT_TOKENIZE : TF_TEXT_DETOKENIZE;
 }
 
+/* A text answer prepared off MHD's threads for a client that half-closed
+ * or sent Connection: close: its writer sends it (see prep_keep). Others
+ * keep their connection: MHD sends the answer (a 30 MB tokenize answer
+ * goes out as fast, and other requests on its thread are not slowed). */
+static bool text_keep(struct conn *c)
+{
+	struct tf_text_answer *a = &c->text;
+	if (atomic_load(&c->s->stopping))
+		return false;
+	atomic_store(&c->prep, PREP_DONE);
+	if (tf_buf_printf(&c->wire, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			  "Connection: close\r\n\r\n", a->r.status,
+			  MHD_get_reason_phrase_for((unsigned)a->r.status),
+			  a->r.type ? a->r.type : "application/json", a->ids ? a->size : a->r.body.len) ||
+	    (!a->ids && tf_buf_append(&c->wire, a->r.body.data ? a->r.body.data : "", a->r.body.len)))
+		c->failed = true;
+	c->by_writer = c->self_text = c->whole = true;
+	c->answered = true;
+	tf_metrics_http(c->s->metrics, a->r.status);
+	c->w = &c->s->writers[atomic_fetch_add(&c->s->next_writer, 1) % c->s->nwriters];
+	pthread_mutex_lock(&c->mu);
+	tf_deliver_queue_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	return true;
+}
+
 static void text_job(void *arg)
 {
 	struct conn *c = arg;
 	tf_text_serve(&c->s->c.env, text_route(c->route->kind), c->body.data, c->body.len, &c->body,
 		      &c->text);
+	if ((c->close_wanted || half_closed(c)) && text_keep(c))
+		return;
 	prep_done(c);
 }
 
@@ -663,6 +745,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		c->mc = mc;
 		c->fd = -1;
 		c->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
+		const char *cn = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Connection");
+		c->close_wanted = c->http11 && cn && strcasestr(cn, "close");
 		pthread_mutex_init(&c->mu, NULL);
 		*con_cls = c;
 		const union MHD_ConnectionInfo *ci =
@@ -697,6 +781,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 		return MHD_YES;
 	}
 	tf_slot_busy(s->slots, c->slot); /* the request is whole */
+	if (c->self_sent || c->by_writer) /* a writer sent the reply, or gave up on it: close */
+		return MHD_NO;
 	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
 		return whole_step(mc, c);
 	if (c->answered) /* a reply was queued already */
@@ -778,15 +864,20 @@ static void fd_room(unsigned conns)
 /* libmicrohttpd's messages. It answers some requests itself, before the
  * handler (malformed, HTTP version, a request line or header section past
  * the connection memory): it says so here, and these replies are counted
- * like tf's own. */
+ * like tf's own. Its 414 and 431 (a head past the connection memory) are
+ * answered in tf's JSON instead (tf_slots_refuse_head): the log comes on
+ * the connection's thread just before the library queues its reply. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct tf_server *s = cls;
 	char m[512];
 	vsnprintf(m, sizeof(m), fmt, ap);
 	const char *code = strstr(m, "HTTP response code is ");
-	if (code)
-		tf_metrics_http(s->metrics, (int)strtol(code + 22, NULL, 10));
+	int status = code ? (int)strtol(code + 22, NULL, 10) : 0;
+	if ((status == 414 || status == 431) && tf_slots_refuse_head(s->slots, status, s->c.headers_max))
+		status = 0; /* answered in JSON, and counted, instead */
+	if (status)
+		tf_metrics_http(s->metrics, status);
 	if (TF_LOG_INFO > tf_log_level_now)
 		return;
 	size_t n = strlen(m);
@@ -856,7 +947,7 @@ tf_status tf_server_new(const struct tf_server_config *c, struct tf_server **out
 				MHD_OPTION_NOTIFY_CONNECTION, on_socket, s,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, hard,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TF_SLOTS_HEAD_MEMORY,
 				MHD_OPTION_ARRAY, pool_opt,
 				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
 				MHD_OPTION_END);

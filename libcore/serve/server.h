@@ -20,14 +20,16 @@
 
 #include "base/status.h"
 #include "serve/gen.h"
+#include "serve/slots.h"
 
 /* Limits of a request's head, past which it gets 414 or 431 (JSON in the
  * route's error shape) and the connection closes. libmicrohttpd holds a
- * request line and header section in its 64 KiB of connection memory:
- * past that it answers itself (414 or 431, an HTML body), before tf-serve
- * sees the request. */
-#define TF_SERVER_URL_MAX (8 * 1024)
-#define TF_SERVER_HEADER_BYTES (32 * 1024)
+ * request line and header section in its 64 KiB of connection memory
+ * (TF_SLOTS_HEAD_MEMORY): past that it refuses the head itself, before
+ * tf-serve sees the request, and tf_slots_refuse_head answers it in the
+ * same JSON (the OpenAI shape: the path may not be known). */
+#define TF_SERVER_URL_MAX TF_SLOTS_URL_MAX
+#define TF_SERVER_HEADER_BYTES TF_SLOTS_HEADER_BYTES
 
 struct tf_server_config {
 	const char *host;          /* listen address (numeric IPv4 or IPv6) */

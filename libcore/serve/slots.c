@@ -5,10 +5,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h> /* tcpi_bytes_received, which glibc's tcp.h lacks */
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +36,8 @@ struct tf_slot {
 	double start;        /* when the current request may have begun */
 	double kill;         /* P_DEAD: when to shut both ways */
 	bool shut;           /* shut both ways already */
+	pthread_t owner;     /* the library's thread that accepted it (and serves it) */
+	uint64_t head_at;    /* bytes the library had read when the current head began */
 	struct tf_slot *prev, *next;
 };
 
@@ -161,6 +169,7 @@ struct tf_slot *tf_slots_open(struct tf_slots *t, int fd)
 	double now = mono();
 	s->phase = P_FRESH;
 	s->start = now;
+	s->owner = pthread_self();
 	pthread_mutex_lock(&t->mu);
 	s->next = t->head;
 	if (t->head)
@@ -227,9 +236,66 @@ void tf_slot_busy(struct tf_slots *t, struct tf_slot *s)
 	move(t, s, P_BODY, P_BUSY, false);
 }
 
+/* Bytes the library has read from the socket so far: what the kernel
+ * received, less what still waits to be read. 0 when it cannot say. */
+static uint64_t taken(int fd)
+{
+	struct tcp_info ti;
+	socklen_t n = sizeof(ti);
+	int unread = 0;
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &n) ||
+	    n < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) ||
+	    ioctl(fd, SIOCINQ, &unread) || unread < 0 || (uint64_t)unread > ti.tcpi_bytes_received)
+		return 0;
+	return ti.tcpi_bytes_received - (uint64_t)unread;
+}
+
 void tf_slot_idle(struct tf_slots *t, struct tf_slot *s)
 {
+	if (!s)
+		return;
+	uint64_t at = taken(s->fd);
+	pthread_mutex_lock(&t->mu);
+	if (s->phase == P_BUSY)
+		s->head_at = at;
+	pthread_mutex_unlock(&t->mu);
 	move(t, s, P_BUSY, P_IDLE, true);
+}
+
+bool tf_slots_refuse_head(struct tf_slots *t, int status, unsigned headers_max)
+{
+	pthread_t me = pthread_self();
+	struct tf_slot *worst = NULL;
+	uint64_t most = 0;
+	pthread_mutex_lock(&t->mu);
+	for (struct tf_slot *s = t->head; s; s = s->next) {
+		if ((s->phase != P_FRESH && s->phase != P_IDLE) || !pthread_equal(s->owner, me))
+			continue;
+		uint64_t n = taken(s->fd);
+		n = n > s->head_at ? n - s->head_at : 0;
+		if (n > most) {
+			most = n;
+			worst = s;
+		}
+	}
+	if (worst && most >= TF_SLOTS_HEAD_MIN) {
+		char m[96];
+		if (status == 414)
+			snprintf(m, sizeof(m), "the request path is longer than %d bytes", TF_SLOTS_URL_MAX);
+		else if (most > TF_SLOTS_HEADER_BYTES)
+			snprintf(m, sizeof(m), "the request's header is larger than %d bytes",
+				 TF_SLOTS_HEADER_BYTES);
+		else /* many short lines: their index filled the memory */
+			snprintf(m, sizeof(m), "the request's header lines do not fit in the server's "
+				 "%d KiB of connection memory (at most %u are taken)", TF_SLOTS_HEAD_MEMORY / 1024,
+				 headers_max);
+		say(t, worst, status, status == 414 ? "URI Too Long" : "Request Header Fields Too Large",
+		    "invalid_request_error", status == 414 ? "uri_too_long" : "header_too_large", m, 0);
+		kill_locked(t, worst, mono(), TF_SLOTS_LINGER_S);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return worst && most >= TF_SLOTS_HEAD_MIN;
 }
 
 void tf_slots_tick(struct tf_slots *t)

@@ -57,6 +57,20 @@ void tf_slot_busy(struct tf_slots *t, struct tf_slot *s);
 /* The exchange ended and the connection stays open for the next one. */
 void tf_slot_idle(struct tf_slots *t, struct tf_slot *s);
 
+/* Heads the library refuses by itself (its read buffer, the connection
+ * memory, filled before the head ended): the head of TF_SLOTS_HEAD_MIN
+ * bytes or more, on a connection of the calling thread, that has read the
+ * most of its head so far, is answered status (414 or 431) in JSON and
+ * shut for writing, so that the library's own HTML reply never goes out.
+ * Call from the library's log callback, on its thread, before it replies.
+ * Returns whether a head was answered (and counted). Linux: the bytes
+ * read come from TCP_INFO. */
+#define TF_SLOTS_HEAD_MIN 4096
+#define TF_SLOTS_HEAD_MEMORY (64 * 1024) /* the library's connection memory */
+#define TF_SLOTS_URL_MAX (8 * 1024)
+#define TF_SLOTS_HEADER_BYTES (32 * 1024)
+bool tf_slots_refuse_head(struct tf_slots *t, int status, unsigned headers_max);
+
 /* Enforce the deadlines and shut lingering sockets (call every 100 ms or
  * so). */
 void tf_slots_tick(struct tf_slots *t);

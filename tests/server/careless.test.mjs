@@ -31,15 +31,45 @@ test('a long header or path gets a JSON 431 or 414, counted', async () => {
   assert.equal(await http4xx(srv.url), n0 + 2);
 });
 
-test('a head past the connection memory is refused by the library, and still counted', async () => {
+test('a head past the connection memory gets the same JSON, counted', async () => {
   const n0 = await http4xx(srv.url);
   const h = await raw(srv.port, `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(1 << 20)}\r\n\r\n`);
-  assert.match(h, /^HTTP\/1\.1 431 /);
+  assert.match(h, /^HTTP\/1\.1 431 [^]*Content-Type: application\/json/);
+  assert.match(body(h).error.message, /header is larger than 32768 bytes/);
   const u = await raw(srv.port, `GET /${'a'.repeat(1 << 20)} HTTP/1.1\r\nHost: x\r\n\r\n`);
-  assert.match(u, /^HTTP\/1\.1 414 /);
+  assert.match(u, /^HTTP\/1\.1 414 [^]*Content-Type: application\/json/);
+  assert.match(body(u).error.message, /path is longer than 8192 bytes/);
+  const l = await raw(srv.port, `GET /health HTTP/1.1\r\nHost: x\r\n${'a:\r\n'.repeat(5000)}\r\n`);
+  assert.match(l, /^HTTP\/1\.1 431 [^]*Content-Type: application\/json/);
+  assert.match(body(l).error.message, /header lines do not fit in the server's 64 KiB/);
   const bad = await raw(srv.port, 'GET /health HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n');
   assert.match(bad, /^HTTP\/1\.1 400 /);
-  assert.equal(await http4xx(srv.url), n0 + 3);
+  assert.equal(await http4xx(srv.url), n0 + 4);
+});
+
+test('heads past the connection memory among ordinary requests: each gets its own answer', async () => {
+  const n0 = await http4xx(srv.url);
+  const big = () => raw(srv.port, `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(300000)}\r\n\r\n`);
+  const long = () => raw(srv.port, `GET /${'a'.repeat(300000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+  const plain = () => raw(srv.port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  const jobs = [];
+  for (let i = 0; i < 20; i++) jobs.push(['431', big()], ['414', long()], ['200', plain()], ['200', plain()]);
+  const got = await Promise.all(jobs.map(([, p]) => p));
+  jobs.forEach(([want], i) => {
+    assert.match(got[i], new RegExp(`^HTTP/1\\.1 ${want} [^]*Content-Type: application/json`), `request ${i}`);
+  });
+  // a keep-alive connection: one ordinary request, then a head too large
+  const s = net.connect(srv.port, '127.0.0.1');
+  let all = '';
+  s.on('data', (d) => { all += d; });
+  s.on('error', () => {});
+  await new Promise((r) => s.on('connect', r));
+  s.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+  for (let i = 0; i < 100 && !all.includes('}'); i++) await new Promise((r) => setTimeout(r, 20));
+  s.write(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(1 << 20)}\r\n\r\n`);
+  await new Promise((r) => { s.on('close', r); setTimeout(r, 5000); });
+  assert.match(all, /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 431 [^]*Content-Type: application\/json/);
+  assert.equal(await http4xx(srv.url), n0 + 41);
 });
 
 // Requests one after the other on one socket; resolves with each reply's
