@@ -1,7 +1,8 @@
 /* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
- * connection slots' hooks, the plain routes (health, models, metrics), the
- * text routes (text.h) and the generation routes (whole and SSE), bodies
- * prepared off the HTTP threads (prep.h), drain, and --once. What runs off
+ * connection slots' hooks, the plain routes (health, models, metrics),
+ * GET and DELETE of stored responses (/v1/responses/{id}), the text routes
+ * (text.h) and the generation routes (whole and SSE), bodies prepared off
+ * the HTTP threads (prep.h), drain, and --once. What runs off
  * libmicrohttpd's threads (stream writers, the ticker) is in deliver.c;
  * the structures both share are in conn.h. */
 #include "serve/server.h"
