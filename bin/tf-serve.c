@@ -36,14 +36,15 @@
 #include "serve/family.h"
 #include "engine/propose.h"
 #include "serve/gen.h"
+#include "serve/rstore.h"
 #include "serve/server.h"
 
 static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
 	*seed_salt, *drafts_arg;
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
-	connections, http_threads, memo_cap, top_k, threads, prefix_cache, device, world, rank,
+	connections, http_threads, memo_cap, rstore_cap, top_k, threads, prefix_cache, device, world, rank,
 	local_ranks;
-static uint64_t body_max;
+static uint64_t body_max, rstore_bytes;
 static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
 static bool check, once, synthetic;
 
@@ -77,6 +78,8 @@ static const struct tf_opt opts[] = {
 	{"top-k", 0, TF_OPT_INT, &top_k, "K", "TF_TOP_K", "20", "default top-k (0: all)", 0, 1 << 30, NULL},
 	{"seed-salt", 0, TF_OPT_STR, &seed_salt, "TEXT", "TF_SEED_SALT", "0", "salt of the default seed (SHA-256 of the prompt ids)", 0, 0, NULL},
 	{"reasoning-memory", 0, TF_OPT_INT, &memo_cap, "N", "TF_REASONING_MEMORY", "1024", "replies whose reasoning is kept to restore into history", 1, 1 << 24, NULL},
+	{"responses-store", 0, TF_OPT_INT, &rstore_cap, "N", "TF_RESPONSES_STORE", "1024", "Responses API replies kept for previous_response_id and GET (0: none; store: true is refused)", 0, 1 << 24, NULL},
+	{"responses-store-bytes", 0, TF_OPT_SIZE, &rstore_bytes, "SIZE", "TF_RESPONSES_STORE_BYTES", "256M", "bytes the stored replies may take (the oldest go first)", 1, (double)(1ull << 40), NULL},
 	{"stub-token-ms", 0, TF_OPT_DOUBLE, &stub_token_ms, "MS", "TF_STUB_TOKEN_MS", "15", "stub engine: milliseconds per decode round (0: none)", 0, 60000, NULL},
 	{"stub-piece-us", 0, TF_OPT_DOUBLE, &stub_piece_us, "US", "TF_STUB_PIECE_US", "20", "stub engine: microseconds per prompt token (0: none)", 0, 1e6, NULL},
 	{"stub-wait-ms", 0, TF_OPT_DOUBLE, &stub_wait_ms, "MS", "TF_STUB_WAIT_MS", "800", "stub engine: the silence of @wait", 1, 3600000, NULL},
@@ -549,6 +552,9 @@ int main(int argc, char **argv)
 	struct tf_memo *memo = NULL;
 	if ((st = tf_memo_new((size_t)memo_cap, &memo)))
 		tf_die_status(st, "cannot set up the reasoning memory");
+	struct tf_rstore *rstore = NULL;
+	if (rstore_cap && (st = tf_rstore_new((size_t)rstore_cap, (size_t)rstore_bytes, &rstore)))
+		tf_die_status(st, "cannot set up the responses store");
 	struct tf_gen_env env = {
 		.engine = engine,
 		.family = &family,
@@ -561,6 +567,7 @@ int main(int argc, char **argv)
 		.seed_salt = seed_salt,
 		.keepalive_s = keepalive_s,
 		.memo = memo,
+		.rstore = rstore,
 	};
 
 	int code = 0;
@@ -632,6 +639,7 @@ int main(int argc, char **argv)
 			code = worst;
 	}
 	tf_memo_free(memo);
+	tf_rstore_free(rstore);
 	tf_family_release(&family);
 	free_list(keys, nkeys);
 	free_list(names, nnames);

@@ -47,6 +47,11 @@ tf_status tf_lane_constrain(struct tf_lane *lane, float *logits, size_t n, int32
 	return TF_OK;
 }
 
+bool tf_lane_constrained(const struct tf_lane *lane)
+{
+	return lane->params->grammar && lane->gstate != WAITING && lane->gstate != ENDED;
+}
+
 void tf_lane_constrain_step(struct tf_lane *lane, int32_t token)
 {
 	const struct tf_engine_params *p = lane->params;

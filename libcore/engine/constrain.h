@@ -9,6 +9,7 @@
 #ifndef TF_ENGINE_CONSTRAIN_H
 #define TF_ENGINE_CONSTRAIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,10 @@ void tf_lane_constrain_init(struct tf_lane *lane);
  * with unconstrained text); TF_ERR_NOMEM and the grammar's own limits
  * likewise fail the row. */
 tf_status tf_lane_constrain(struct tf_lane *lane, float *logits, size_t n, int32_t eos);
+
+/* True when the grammar applies to lane's next draw (it has one, its
+ * grammar_after has been drawn, and the output has not ended). */
+bool tf_lane_constrained(const struct tf_lane *lane);
 
 /* Move lane's grammar state past the drawn token. */
 void tf_lane_constrain_step(struct tf_lane *lane, int32_t token);

@@ -2,11 +2,14 @@
 #include "engine/stub.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/alloc.h"
+#include "engine/constrain.h"
+#include "grammar/grammar.h"
 
 #define BAR "\xef\xbd\x9c" /* U+FF5C, the DSML bar */
 
@@ -52,6 +55,8 @@ struct stream {
 	bool endless; /* repeat ids from the start (@long) */
 	bool hang, fail;
 	double ready; /* monotonic seconds when tokens may flow */
+	float *row;   /* constrained lanes: a row of zero logits to mask */
+	uint64_t draws; /* constrained draws made */
 };
 
 static double now_s(void)
@@ -157,20 +162,63 @@ static tf_status stub_begin(void *ctx, struct tf_lane *lane)
 	return TF_OK;
 }
 
-/* The next token(s) of a stream: at most one a round. */
-static uint32_t next_tokens(struct stream *st, double t, int32_t *out)
+/* A constrained draw: the grammar masks a row of equal logits; end-of-
+ * sequence as soon as the grammar allows it, else one of the allowed ids
+ * picked by the request's seed and the draw's number (so a request gives
+ * the same output streamed or whole, alone or among others). */
+static tf_status draw(struct stub *s, struct tf_lane *lane, struct stream *st, int32_t *out)
 {
-	if (st->hang || t < st->ready)
-		return 0;
-	if (st->endless) {
-		out[0] = st->ids[st->pos++ % st->n];
-		return 1;
+	int32_t eos = s->c.text.eos;
+	size_t n = tf_grammar_vocab(lane->params->grammar);
+	if (eos >= 0 && (size_t)eos >= n)
+		n = (size_t)eos + 1;
+	if (!st->row && !(st->row = tf_alloc_array(n, sizeof(*st->row))))
+		return tf_err(TF_ERR_NOMEM, "stub: out of memory");
+	memset(st->row, 0, n * sizeof(*st->row));
+	tf_status rc = tf_lane_constrain(lane, st->row, n, eos);
+	if (rc)
+		return rc;
+	int32_t tok = -1;
+	if (eos >= 0 && isfinite(st->row[eos])) {
+		tok = eos;
+	} else {
+		size_t count = 0;
+		for (size_t i = 0; i < n; i++)
+			count += isfinite(st->row[i]) != 0;
+		if (!count)
+			return tf_err(TF_ERR_RANGE, "stub: constrained output: no token can continue");
+		size_t k = mix(lane->params->seed ^ mix(st->draws++)) % count;
+		for (size_t i = 0; i < n && tok < 0; i++)
+			if (isfinite(st->row[i]) && k-- == 0)
+				tok = (int32_t)i;
 	}
-	if (st->pos >= st->n) /* past the end (ignore_eos): end-of-sequence again */
+	tf_lane_constrain_step(lane, tok);
+	*out = tok;
+	return TF_OK;
+}
+
+/* The next token(s) of a stream: at most one a round. A constrained lane
+ * draws under its grammar once the grammar applies (after reasoning, the
+ * script's until then). */
+static tf_status next_tokens(struct stub *s, struct tf_lane *lane, double t, int32_t *out,
+			     uint32_t *ntokens)
+{
+	struct stream *st = lane->state;
+	*ntokens = 0;
+	if (st->hang || t < st->ready)
+		return TF_OK;
+	*ntokens = 1;
+	if (tf_lane_constrained(lane))
+		return draw(s, lane, st, out);
+	if (st->endless)
+		out[0] = st->ids[st->pos++ % st->n];
+	else if (st->pos >= st->n) /* past the end (ignore_eos): end-of-sequence again */
 		out[0] = st->n ? st->ids[st->n - 1] : 0;
 	else
 		out[0] = st->ids[st->pos++];
-	return 1;
+	if (lane->params->grammar)
+		tf_lane_constrain_step(lane, out[0]); /* waiting for grammar_after */
+	return TF_OK;
 }
 
 /* The stub's tokens are certain: log-probability 0, the token its own
@@ -202,12 +250,14 @@ static tf_status stub_forward(void *ctx, struct tf_engine_round *r)
 			p->st = tf_err(TF_ERR_INTERNAL, "stub: @fail: this prompt's last piece fails");
 			continue;
 		}
-		p->ntokens = next_tokens(st, t, p->tokens);
+		if ((p->st = next_tokens(s, p->lane, t, p->tokens, &p->ntokens)))
+			p->ntokens = 0;
 		certain(p->lane, p->tokens, p->ntokens, p->lp);
 	}
 	for (size_t i = 0; i < r->nrows; i++) {
 		struct tf_engine_row *w = &r->rows[i];
-		w->ntokens = next_tokens(w->lane->state, t, w->tokens);
+		if ((w->st = next_tokens(s, w->lane, t, w->tokens, &w->ntokens)))
+			w->ntokens = 0;
 		certain(w->lane, w->tokens, w->ntokens, w->lp);
 	}
 	return TF_OK;
@@ -218,6 +268,7 @@ static void stub_end(void *ctx, struct tf_lane *lane)
 	struct stream *st = lane->state;
 	if (st) {
 		free(st->ids);
+		free(st->row);
 		free(st);
 	}
 	lane->state = NULL;
@@ -241,6 +292,6 @@ tf_status tf_stub_new(const struct tf_stub_config *c, struct tf_engine_backend *
 	if (s->c.wait_ms <= 0)
 		s->c.wait_ms = 800;
 	*out = (struct tf_engine_backend){"stub", s, c->text.eos, stub_begin, stub_forward,
-					  stub_end, stub_free, NULL, false};
+					  stub_end, stub_free, NULL, true};
 	return TF_OK;
 }

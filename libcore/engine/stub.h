@@ -22,6 +22,12 @@
  * Timing: a round with decode rows takes token_ms; prompt pieces add
  * piece_us per prompt token.
  *
+ * Constrained output (tf_engine_params.grammar): once the grammar applies
+ * (at once, or after the script's reasoning when grammar_after is set),
+ * the script gives way to draws under the grammar's mask: end-of-sequence
+ * as soon as the grammar allows it, else an allowed id picked by the seed
+ * and the draw's number, so the same request gives the same output.
+ *
  * Log-probabilities: every token is certain (log-probability 0) and its own
  * only alternative. */
 #ifndef TF_ENGINE_STUB_H

@@ -850,6 +850,8 @@ tf_status tf_gen_start(const struct tf_gen_env *env, struct tf_req *req, struct 
 	tf_gen_hex(g->id + strlen(g->id), 12);
 	if (!anthropic)
 		chunk_head(g);
+	if (g->req.api == TF_API_RESPONSES && (rc = tf_resp_start(g, err)))
+		goto fail;
 	if ((rc = prompt_ids(g, &ids, &n))) {
 		bool bad = rc == TF_ERR_FORMAT;
 		tf_reply_error(err, anthropic, bad ? 400 : 500, bad ? "invalid_request_error" : "server_error",
@@ -945,6 +947,8 @@ tf_status tf_gen_pump(struct tf_gen *g, int wait_ms, struct tf_buf *out, bool *d
 		if (g->stream)
 			stream_close(g);
 		remember(g);
+		if (g->req.api == TF_API_RESPONSES)
+			tf_resp_keep(g);
 		g->done = true;
 		*done = true;
 		goto out;

@@ -22,6 +22,7 @@
 #include "serve/request.h"
 
 struct tf_memo;
+struct tf_rstore;
 
 /* What generations share: the engine, the family, the limits and
  * defaults. Read-only while the server runs. */
@@ -36,6 +37,7 @@ struct tf_gen_env {
 	const char *seed_salt;     /* default seed: SHA-256 of "ids|salt" */
 	double keepalive_s;        /* SSE silence before a keepalive (0: off) */
 	struct tf_memo *memo;      /* reasoning memory, or NULL */
+	struct tf_rstore *rstore;  /* the Responses store (rstore.h), or NULL: store is off */
 };
 
 /* An HTTP reply: status, content type, body, Retry-After (0: none). */
@@ -114,6 +116,13 @@ void tf_gen_free(struct tf_gen *g);
  * /tokenize): renders and encodes; TF_ERR_FORMAT for a refused request. */
 tf_status tf_gen_count(const struct tf_gen_env *env, const json_t *chat, int32_t **ids,
 		       size_t *n);
+
+/* GET or DELETE of /v1/responses/{id} (method "GET" or "DELETE"): the
+ * stored response object, or {"id", "object": "response.deleted",
+ * "deleted": true}; 404 in OpenAI's shape for an unknown id, 400 when
+ * the store is off. Fills r. Thread safe. */
+void tf_resp_stored(const struct tf_gen_env *env, const char *method, const char *id,
+		    struct tf_reply *r);
 
 /* Reasoning memory: the reasoning of finished replies, under each tool
  * call id and under "c:" + SHA-256 of the content, so that a client that

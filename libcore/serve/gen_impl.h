@@ -27,6 +27,7 @@ struct tf_resp {
 	size_t n;
 	bool open;               /* items[n - 1] has not been closed (streams: its done events) */
 	int64_t seq;             /* the next event's sequence_number */
+	json_t *prior;           /* previous_response_id's stored conversation (owned) or NULL */
 };
 
 struct call {
@@ -95,6 +96,13 @@ void tf_gen_sse(struct tf_gen *g, json_t *v);
 void tf_gen_note_event(struct tf_gen *g);
 
 /* The Responses API (gen_responses.c). */
+/* Before rendering: store and previous_response_id against the store
+ * (the stored conversation goes before the input); a refusal (400, or
+ * 404 for an unknown id) goes to err. */
+tf_status tf_resp_start(struct tf_gen *g, struct tf_reply *err);
+/* At the end: keep the finished response and its conversation when the
+ * request asked to store it (a failed or cancelled one is not kept). */
+void tf_resp_keep(struct tf_gen *g);
 /* Streams: response.created and response.in_progress. */
 void tf_resp_open(struct tf_gen *g);
 /* A reader delta: items open and close around it, and a stream gets its

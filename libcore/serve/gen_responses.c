@@ -4,15 +4,16 @@
  * the stream's events (response.created, response.in_progress, per item
  * output_item.added, content_part.added, the .delta and .done events,
  * output_item.done, then response.completed, response.incomplete or
- * response.failed), each with its sequence_number.
- *
- * Not here: stored responses (previous_response_id, GET by id): the
- * request parser refuses them. */
+ * response.failed), each with its sequence_number; and the store's side
+ * of a generation (store, previous_response_id) and of GET / DELETE
+ * /v1/responses/{id}, over rstore.h. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "serve/gen_impl.h"
+#include "serve/rstore.h"
 
 static struct resp_item *last(struct tf_gen *g)
 {
@@ -97,9 +98,10 @@ static json_t *response_json(struct tf_gen *g, const char *status)
 			      echo(g, "max_output_tokens", json_null()), "model", env->model, "output",
 			      output);
 	json_object_set_new(v, "parallel_tool_calls", echo(g, "parallel_tool_calls", json_true()));
-	json_object_set_new(v, "previous_response_id", json_null());
+	json_object_set_new(v, "previous_response_id",
+			    q->prev_id ? json_string(q->prev_id) : json_null());
 	json_object_set_new(v, "reasoning", reasoning);
-	json_object_set_new(v, "store", json_false());
+	json_object_set_new(v, "store", json_boolean(q->store));
 	json_object_set_new(v, "temperature",
 			    json_real(q->has_temperature ? q->temperature : env->temperature));
 	json_object_set_new(v, "text", echo(g, "text", json_pack("{s:{s:s}}", "format", "type", "text")));
@@ -270,8 +272,115 @@ void tf_resp_reply(struct tf_gen *g, struct tf_reply *r)
 	free(s);
 }
 
+/* OpenAI's error shape with every key: {"error": {message, type, param,
+ * code: null}}. */
+static void openai_error(struct tf_reply *r, int status, const char *param, const char *msg)
+{
+	tf_buf_reset(&r->body);
+	r->status = status;
+	r->type = "application/json";
+	char *s = tf_gen_dump(json_pack("{s:{s:s,s:s,s:s?,s:n}}", "error", "message", msg, "type",
+					"invalid_request_error", "param", param, "code"));
+	if (s)
+		tf_buf_puts(&r->body, s);
+	free(s);
+}
+
+tf_status tf_resp_start(struct tf_gen *g, struct tf_reply *err)
+{
+	struct tf_req *q = &g->req;
+	struct tf_rstore *st = g->env->rstore;
+	char m[160];
+	if (!st) {
+		const char *param = q->prev_id ? "previous_response_id"
+			: q->has_store && q->store ? "store" : NULL;
+		q->store = false;
+		if (!param)
+			return TF_OK;
+		snprintf(m, sizeof(m), "%s is not available: this tf-serve keeps no responses "
+			 "(--responses-store 0)", param);
+		openai_error(err, 400, param, m);
+		return TF_ERR_UNSUPPORTED;
+	}
+	if (!q->prev_id)
+		return TF_OK;
+	tf_status rc = tf_rstore_get(st, q->prev_id, NULL, &g->resp.prior);
+	if (rc) {
+		snprintf(m, sizeof(m), "Previous response with id '%.64s' not found.", q->prev_id);
+		if (rc == TF_ERR_NOTFOUND)
+			openai_error(err, 404, "previous_response_id", m);
+		else
+			tf_reply_error(err, false, 500, "server_error", NULL, NULL, "%s", tf_errmsg(rc));
+		return rc;
+	}
+	if ((rc = tf_req_prior(q, g->resp.prior))) {
+		openai_error(err, 400, "previous_response_id", tf_errmsg(rc));
+		return rc;
+	}
+	return TF_OK;
+}
+
+void tf_resp_keep(struct tf_gen *g)
+{
+	struct tf_rstore *st = g->env->rstore;
+	if (!st || !g->req.store || g->res.end == TF_ENGINE_FAILED ||
+	    g->res.end == TF_ENGINE_CANCELLED)
+		return;
+	/* the conversation: the chain's inputs, this input, this output */
+	json_t *items = g->resp.prior ? json_deep_copy(g->resp.prior) : json_array();
+	json_array_extend(items, g->req.input_items);
+	for (size_t i = 0; i < g->resp.n; i++)
+		json_array_append_new(items, item_json(g, &g->resp.items[i], true));
+	json_t *v = response_json(g, status_of(g));
+	tf_status rc = tf_rstore_put(st, g->id, v, items);
+	if (rc)
+		tf_log(TF_LOG_WARN, "%s: not stored: %s", g->id, tf_errmsg(rc));
+	json_decref(v);
+	json_decref(items);
+}
+
+void tf_resp_stored(const struct tf_gen_env *env, const char *method, const char *id,
+		    struct tf_reply *r)
+{
+	char m[160];
+	tf_buf_reset(&r->body);
+	r->status = 200;
+	r->type = "application/json";
+	if (!env->rstore) {
+		openai_error(r, 400, NULL, "this tf-serve keeps no responses (--responses-store 0)");
+		return;
+	}
+	snprintf(m, sizeof(m), "Response with id '%.64s' not found.", id);
+	if (!strcmp(method, "DELETE")) {
+		if (!tf_rstore_del(env->rstore, id)) {
+			openai_error(r, 404, NULL, m);
+			return;
+		}
+		char *s = tf_gen_dump(json_pack("{s:s,s:s,s:b}", "id", id, "object", "response.deleted",
+						"deleted", 1));
+		if (s)
+			tf_buf_puts(&r->body, s);
+		free(s);
+		return;
+	}
+	json_t *v;
+	tf_status rc = tf_rstore_get(env->rstore, id, &v, NULL);
+	if (rc == TF_ERR_NOTFOUND) {
+		openai_error(r, 404, NULL, m);
+		return;
+	}
+	char *s = rc ? NULL : tf_gen_dump(v);
+	if (!s) {
+		tf_reply_error(r, false, 500, "server_error", NULL, NULL, "out of memory");
+		return;
+	}
+	tf_buf_puts(&r->body, s);
+	free(s);
+}
+
 void tf_resp_release(struct tf_resp *s)
 {
+	json_decref(s->prior);
 	for (size_t i = 0; i < s->n; i++)
 		tf_buf_release(&s->items[i].text);
 	free(s->items);

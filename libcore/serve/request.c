@@ -734,8 +734,8 @@ static tf_status resp_item(struct tf_req *r, const json_t *it, size_t i, json_t 
 		return TF_OK;
 	}
 	if (!strcmp(type, "item_reference"))
-		return BAD(r, "input", "%s: item_reference needs stored responses, which tf-serve does not "
-			   "keep (send the items themselves)", what);
+		return BAD(r, "input", "%s: item_reference is not served here (send the items themselves, "
+			   "or previous_response_id)", what);
 	return BAD(r, "input", "%s: item type '%s' is not served here", what, type);
 }
 
@@ -828,26 +828,65 @@ static tf_status resp_format(struct tf_req *r)
 }
 
 /* Fields tf-serve does not serve on /v1/responses, refused rather than
- * ignored: stored responses, background mode, conversations. */
+ * ignored: background mode, conversations, prompt templates; store and
+ * previous_response_id are read (the store itself is the server's). */
 static tf_status resp_refused(struct tf_req *r)
 {
 	const json_t *v = json_object_get(r->body, "previous_response_id");
-	if (v && !json_is_null(v))
-		return BAD(r, "previous_response_id", "previous_response_id is not supported: tf-serve "
-			   "does not store responses (send the whole conversation as input items)");
-	if (json_is_true(json_object_get(r->body, "store")))
-		return BAD(r, "store", "store is not supported: tf-serve does not store responses "
-			   "(leave store out or set it to false)");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || !json_string_length(v))
+			return BAD(r, "previous_response_id", "previous_response_id must be a response id");
+		r->prev_id = json_string_value(v);
+	}
+	v = json_object_get(r->body, "store");
+	r->store = true; /* as OpenAI's */
+	if (v && !json_is_null(v)) {
+		if (!json_is_boolean(v))
+			return BAD(r, "store", "store must be true or false");
+		r->store = json_is_true(v);
+		r->has_store = true;
+	}
 	if (json_is_true(json_object_get(r->body, "background")))
 		return BAD(r, "background", "background mode is not supported");
 	v = json_object_get(r->body, "conversation");
 	if (v && !json_is_null(v))
 		return BAD(r, "conversation", "conversation is not supported: tf-serve does not store "
-			   "conversations");
+			   "conversations (use previous_response_id)");
 	v = json_object_get(r->body, "prompt");
 	if (v && !json_is_null(v))
 		return BAD(r, "prompt", "prompt templates are not supported");
 	return TF_OK;
+}
+
+/* r->chat's messages: instructions as the system message, then prior
+ * (stored conversation items, or NULL), then this request's input items. */
+static tf_status resp_messages(struct tf_req *r, const json_t *prior)
+{
+	tf_status rc;
+	json_t *msgs = json_array();
+	json_object_set_new(r->chat, "messages", msgs);
+	const json_t *ins = json_object_get(r->body, "instructions");
+	if (ins && !json_is_null(ins)) {
+		if (!json_is_string(ins))
+			return BAD(r, "instructions", "instructions must be a string");
+		json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", ins));
+	}
+	size_t i;
+	const json_t *it;
+	json_array_foreach(prior, i, it)
+		if ((rc = resp_item(r, it, i, msgs))) {
+			r->param = "previous_response_id";
+			return rc;
+		}
+	json_array_foreach(r->input_items, i, it)
+		if ((rc = resp_item(r, it, i, msgs)))
+			return rc;
+	return TF_OK;
+}
+
+tf_status tf_req_prior(struct tf_req *r, const json_t *items)
+{
+	return resp_messages(r, items);
 }
 
 /* A Responses request as a chat request: instructions as the system
@@ -858,26 +897,17 @@ static tf_status parse_responses(struct tf_req *r)
 	tf_status rc;
 	if ((rc = resp_refused(r)))
 		return rc;
-	json_t *msgs = json_array();
-	r->chat = json_pack("{s:o}", "messages", msgs);
-	const json_t *ins = json_object_get(r->body, "instructions");
-	if (ins && !json_is_null(ins)) {
-		if (!json_is_string(ins))
-			return BAD(r, "instructions", "instructions must be a string");
-		json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", ins));
-	}
+	r->chat = json_object();
 	const json_t *in = json_object_get(r->body, "input");
-	if (json_is_string(in)) {
-		json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", in));
-	} else if (json_is_array(in) && json_array_size(in)) {
-		size_t i;
-		const json_t *it;
-		json_array_foreach(in, i, it)
-			if ((rc = resp_item(r, it, i, msgs)))
-				return rc;
-	} else {
+	if (json_is_string(in))
+		r->input_items = json_pack("[{s:s,s:s,s:O}]", "type", "message", "role", "user",
+					   "content", in);
+	else if (json_is_array(in) && json_array_size(in))
+		r->input_items = json_deep_copy(in);
+	else
 		return BAD(r, "input", "input must be a string or a non-empty list of items");
-	}
+	if ((rc = resp_messages(r, NULL)))
+		return rc;
 	if ((rc = integer(r, "max_output_tokens", 1, INT32_MAX, NULL, &r->max_tokens)))
 		return rc;
 	const json_t *re = json_object_get(r->body, "reasoning");
@@ -962,6 +992,7 @@ void tf_req_release(struct tf_req *r)
 	json_decref(r->chat);
 	json_decref(r->body);
 	json_decref(r->guide_own);
+	json_decref(r->input_items);
 	free(r->ids);
 	memset(r, 0, sizeof(*r));
 	r->max_tokens = -1;

@@ -68,6 +68,11 @@ struct tf_req {
 	json_t *guide_own;      /* what guide_value points into when the request held
 				 * it as text (guided_json as a string), owned */
 	const char *guide_param; /* the field it came from ("response_format", ...) */
+	/* Responses: store (default true), the previous response named, and
+	 * the input as items (a string input as one user message), owned. */
+	bool store, has_store;
+	const char *prev_id;    /* previous_response_id (borrowed from body) or NULL */
+	json_t *input_items;
 	const char *param;      /* on a failure: the parameter at fault, or NULL */
 	char param_buf[48];     /* where param points when it named a key of the body */
 };
@@ -78,5 +83,12 @@ struct tf_req {
 tf_status tf_req_parse(enum tf_api api, const char *body, size_t n, uint32_t vocab,
 		       struct tf_req *r);
 void tf_req_release(struct tf_req *r);
+
+/* A Responses request after previous_response_id: the stored conversation
+ * items (borrowed) go before this request's input (after its
+ * instructions) in r->chat's messages. On failure (a malformed stored
+ * item) r->param names previous_response_id and tf_errmsg says why; r is
+ * kept either way. */
+tf_status tf_req_prior(struct tf_req *r, const json_t *items);
 
 #endif

@@ -1,7 +1,8 @@
 /* server.c: HTTP over libmicrohttpd: the route table, auth, limits, the
- * connection slots' hooks, the plain routes (health, models, metrics), the
- * text routes (text.h) and the generation routes (whole and SSE), bodies
- * prepared off the HTTP threads (prep.h), drain, and --once. What runs off
+ * connection slots' hooks, the plain routes (health, models, metrics),
+ * GET and DELETE of stored responses (/v1/responses/{id}), the text routes
+ * (text.h) and the generation routes (whole and SSE), bodies prepared off
+ * the HTTP threads (prep.h), drain, and --once. What runs off
  * libmicrohttpd's threads (stream writers, the ticker) is in deliver.c;
  * the structures both share are in conn.h. */
 #include "serve/server.h"
@@ -677,6 +678,15 @@ static const struct route *find_route(const char *method, const char *url, const
 	return NULL;
 }
 
+/* The id of /v1/responses/{id} (or /responses/{id}), or NULL for any
+ * other path (one with a further segment among them). */
+static const char *stored_id(const char *url)
+{
+	const char *id = !strncmp(url, "/v1/responses/", 14) ? url + 14
+		: !strncmp(url, "/responses/", 11) ? url + 11 : NULL;
+	return id && *id && !strchr(id, '/') ? id : NULL;
+}
+
 /* The headers are in: limits, route and key before any body. What breaks
  * a limit is answered at once and closes the connection (its body is not
  * read); a refusal (405, 404, 401) is answered once the body is in and
@@ -707,17 +717,25 @@ static enum MHD_Result headers(struct MHD_Connection *mc, struct conn *c, const 
 		snprintf(m, sizeof(m), "the request body is larger than %zu bytes", s->c.body_max);
 		return send_error(mc, c, anthropic, 413, "invalid_request_error", NULL, m);
 	}
-	const char *allow;
+	const char *allow, *id;
 	c->route = find_route(method, url, &allow);
 	if (!c->route && allow) {
 		tf_reply_error(&c->refusal, anthropic, 405, "invalid_request_error", NULL, NULL,
 			       "method %s is not allowed on %s", method, url);
 		c->allow = allow;
-	} else if (!c->route && !strncmp(url, "/v1/responses/", 14)) {
-		/* GET or DELETE of a stored response: none are kept */
-		tf_reply_error(&c->refusal, false, 404, "invalid_request_error", NULL, NULL,
-			       "Response with id '%.64s' not found (tf-serve does not store responses)",
-			       url + 14);
+	} else if (!c->route && (id = stored_id(url))) {
+		/* GET or DELETE of a stored response: answered now, sent once
+		 * the (empty) body is in, as a refusal is */
+		if (strcmp(method, "GET") && strcmp(method, "DELETE")) {
+			tf_reply_error(&c->refusal, false, 405, "invalid_request_error", NULL, NULL,
+				       "method %s is not allowed on %s", method, url);
+			c->allow = "GET, DELETE";
+		} else if (!key_ok(s, mc)) {
+			tf_reply_error(&c->refusal, false, 401, "authentication_error", "invalid_api_key",
+				       NULL, "invalid or missing API key");
+		} else {
+			tf_resp_stored(&s->c.env, method, id, &c->refusal);
+		}
 	} else if (!c->route) {
 		c->refusal = (struct tf_reply){.status = 404, .type = "application/json"};
 		tf_buf_puts(&c->refusal.body, "{\"error\":\"not found\"}");

@@ -2,7 +2,10 @@
 // against tf-serve with the cpu engine on a tiny random-weight pack: the
 // text is noise, so a reply that parses and validates shows that the mask
 // did the work. Replies are checked by tests/server/validate.py
-// (python3-jsonschema), which shares no code with the grammar layer.
+// (python3-jsonschema), which shares no code with the grammar layer. The
+// schema, regex and choice cases run again on the stub engine, whose
+// constrained draws are the grammar's mask alone (an allowed id picked by
+// the seed, the end as soon as the grammar allows it).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -14,15 +17,18 @@ import { start, post, modelArgs } from './lib.mjs';
 const here = path.dirname(new URL(import.meta.url).pathname);
 const schemas = JSON.parse(fs.readFileSync(path.join(here, '../data/grammar/schemas.json'), 'utf8'));
 
-let srv, oa, dir;
+let srv, stub, oa, os, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-grammar-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '5', '-q', '-o', path.join(dir, 'tiny')]);
   srv = await start([...modelArgs(2), '--model', 'tiny', '--max-tokens', '1500', path.join(dir, 'tiny')]);
+  stub = await start(['--stub-token-ms', '0', '--stub-piece-us', '0', '--model', 'tiny', path.join(dir, 'tiny')]);
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0, timeout: 300000 });
+  os = new OpenAI({ baseURL: stub.url + '/v1', apiKey: 'x', maxRetries: 0, timeout: 300000 });
 });
 after(async () => {
   assert.equal((await srv.stop()).code, 0);
+  assert.equal((await stub.stop()).code, 0);
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -45,33 +51,35 @@ async function inBatches(items, size, fn) {
 // Schemas marked open leave strings unbounded: random weights may fill
 // max_tokens inside one (finish "length", a cut document); every reply
 // that ends ("stop") must validate, and every bounded schema must end.
-test(`json_schema: ${schemas.length} schemas x 2 seeds, every reply validates`, async () => {
-  const jobs = [];
-  for (const s of schemas) for (const seed of [1, 2]) jobs.push({ s, seed });
-  const replies = await inBatches(jobs, 8, async ({ s, seed }) => {
-    const r = await oa.chat.completions.create(ask({ seed,
-      response_format: { type: 'json_schema', json_schema: { name: s.name, schema: s.schema, strict: true } } }));
-    return { name: s.name, seed, schema: s.schema, open: s.open, text: r.choices[0].message.content,
-      finish: r.choices[0].finish_reason };
+for (const [eng, client] of [['cpu', () => oa], ['stub', () => os]]) {
+  test(`${eng}: json_schema: ${schemas.length} schemas x 2 seeds, every reply validates`, async () => {
+    const jobs = [];
+    for (const s of schemas) for (const seed of [1, 2]) jobs.push({ s, seed });
+    const replies = await inBatches(jobs, 8, async ({ s, seed }) => {
+      const r = await client().chat.completions.create(ask({ seed,
+        response_format: { type: 'json_schema', json_schema: { name: s.name, schema: s.schema, strict: true } } }));
+      return { name: s.name, seed, schema: s.schema, open: s.open, text: r.choices[0].message.content,
+        finish: r.choices[0].finish_reason };
+    });
+    const ended = replies.filter((r) => r.finish === 'stop');
+    const verdicts = validate(ended.map((r) => ({ schema: r.schema, text: r.text })));
+    const bad = ended.map((r, k) => ({ ...r, v: verdicts[k] })).filter((r) => r.v !== 'ok');
+    bad.push(...replies.filter((r) => r.finish !== 'stop' && !r.open).map((r) => ({ ...r, v: 'did not end' })));
+    assert.ok(ended.length >= replies.length - 6, `${ended.length} of ${replies.length} ended`);
+    assert.deepEqual(bad.map((r) => `${r.name}/${r.seed} ${r.finish}: ${r.v}: ${r.text.slice(0, 200)}`), []);
   });
-  const ended = replies.filter((r) => r.finish === 'stop');
-  const verdicts = validate(ended.map((r) => ({ schema: r.schema, text: r.text })));
-  const bad = ended.map((r, k) => ({ ...r, v: verdicts[k] })).filter((r) => r.v !== 'ok');
-  bad.push(...replies.filter((r) => r.finish !== 'stop' && !r.open).map((r) => ({ ...r, v: 'did not end' })));
-  assert.ok(ended.length >= replies.length - 6, `${ended.length} of ${replies.length} ended`);
-  assert.deepEqual(bad.map((r) => `${r.name}/${r.seed} ${r.finish}: ${r.v}: ${r.text.slice(0, 200)}`), []);
-});
 
-test('json_schema: streamed equals whole', async () => {
-  const s = schemas.find((x) => x.name === 'order');
-  const req = ask({ seed: 9, response_format: { type: 'json_schema', json_schema: { name: 'o', schema: s.schema } } });
-  const whole = await oa.chat.completions.create(req);
-  const stream = await oa.chat.completions.create({ ...req, stream: true });
-  let text = '';
-  for await (const ch of stream) text += ch.choices[0]?.delta?.content ?? '';
-  assert.equal(text, whole.choices[0].message.content);
-  assert.deepEqual(validate([{ schema: s.schema, text }]), ['ok']);
-});
+  test(`${eng}: json_schema: streamed equals whole`, async () => {
+    const s = schemas.find((x) => x.name === 'order');
+    const req = ask({ seed: 9, response_format: { type: 'json_schema', json_schema: { name: 'o', schema: s.schema } } });
+    const whole = await client().chat.completions.create(req);
+    const stream = await client().chat.completions.create({ ...req, stream: true });
+    let text = '';
+    for await (const ch of stream) text += ch.choices[0]?.delta?.content ?? '';
+    assert.equal(text, whole.choices[0].message.content);
+    assert.deepEqual(validate([{ schema: s.schema, text }]), ['ok']);
+  });
+}
 
 test('json_object: a JSON object', async () => {
   for (const seed of [3, 4, 5, 6]) {
@@ -83,25 +91,27 @@ test('json_object: a JSON object', async () => {
   }
 });
 
-test('guided_regex and guided_choice (vLLM fields)', async () => {
-  const re = '[A-Z]{2}-[0-9]{3}( ok| no)?';
-  for (const seed of [1, 2, 3]) {
-    const r = await oa.chat.completions.create(ask({ seed, guided_regex: re }));
-    assert.match(r.choices[0].message.content, new RegExp(`^(?:${re})$`));
-    const c = await oa.chat.completions.create(ask({ seed, guided_choice: ['yes', 'no', 'maybe later'] }));
-    assert.ok(['yes', 'no', 'maybe later'].includes(c.choices[0].message.content), c.choices[0].message.content);
-    assert.equal(c.choices[0].finish_reason, 'stop');
-  }
-});
+for (const [eng, client] of [['cpu', () => oa], ['stub', () => os]]) {
+  test(`${eng}: guided_regex and guided_choice (vLLM fields)`, async () => {
+    const re = '[A-Z]{2}-[0-9]{3}( ok| no)?';
+    for (const seed of [1, 2, 3]) {
+      const r = await client().chat.completions.create(ask({ seed, guided_regex: re }));
+      assert.match(r.choices[0].message.content, new RegExp(`^(?:${re})$`));
+      const c = await client().chat.completions.create(ask({ seed, guided_choice: ['yes', 'no', 'maybe later'] }));
+      assert.ok(['yes', 'no', 'maybe later'].includes(c.choices[0].message.content), c.choices[0].message.content);
+      assert.equal(c.choices[0].finish_reason, 'stop');
+    }
+  });
 
-test('completions: guided_json as a schema and as text', async () => {
-  const schema = schemas.find((x) => x.name === 'sentiment').schema;
-  for (const g of [schema, JSON.stringify(schema)]) {
-    const r = await oa.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 800, seed: 5, guided_json: g });
-    assert.equal(r.choices[0].finish_reason, 'stop');
-    assert.deepEqual(validate([{ schema, text: r.choices[0].text }]), ['ok']);
-  }
-});
+  test(`${eng}: completions: guided_json as a schema and as text`, async () => {
+    const schema = schemas.find((x) => x.name === 'sentiment').schema;
+    for (const g of [schema, JSON.stringify(schema)]) {
+      const r = await client().completions.create({ model: 'tiny', prompt: 'x', max_tokens: 800, seed: 5, guided_json: g });
+      assert.equal(r.choices[0].finish_reason, 'stop');
+      assert.deepEqual(validate([{ schema, text: r.choices[0].text }]), ['ok']);
+    }
+  });
+}
 
 test('refusals: 400 naming the keyword or the fault', async () => {
   const cases = [

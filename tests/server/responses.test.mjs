@@ -1,7 +1,8 @@
 // responses.test.mjs: POST /v1/responses through the real openai client:
 // with the DeepSeek-V4.1 family and the stub engine (output items,
 // function calls read from DSML, input items, the SSE event sequence,
-// streamed == whole, refusals), and with the cpu engine on a tiny
+// streamed == whole, refusals, stored responses: previous_response_id,
+// retrieve, delete, eviction), and with the cpu engine on a tiny
 // random-weight pack for text.format json_schema (every reply that ends
 // parses and validates with tests/server/validate.py, python3-jsonschema).
 import { test, before, after } from 'node:test';
@@ -18,18 +19,24 @@ const tools = [{ type: 'function', name: 'get_weather', description: 'Weather fo
   parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] } }];
 const want = [{ city: 'Paris', days: 3 }, { city: '東京' }];
 
-let stub, cpu, oa, oc, dir;
+let stub, cpu, small, off, oa, oc, os, oo, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-responses-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '5', '-q', '-o', path.join(dir, 'tiny')]);
   stub = await start(['--stub-token-ms', '1', '--model', 'deepseek-v41', path.join(dir, 'tiny')]);
   cpu = await start([...modelArgs(2), '--model', 'tiny', '--max-tokens', '1500', path.join(dir, 'tiny')]);
+  small = await start(['--stub-token-ms', '1', '--model', 'deepseek-v41', '--responses-store', '2', path.join(dir, 'tiny')]);
+  off = await start(['--stub-token-ms', '1', '--model', 'deepseek-v41', path.join(dir, 'tiny')], { TF_RESPONSES_STORE: '0' });
   oa = new OpenAI({ baseURL: stub.url + '/v1', apiKey: 'x', maxRetries: 0 });
+  os = new OpenAI({ baseURL: small.url + '/v1', apiKey: 'x', maxRetries: 0 });
+  oo = new OpenAI({ baseURL: off.url + '/v1', apiKey: 'x', maxRetries: 0 });
   oc = new OpenAI({ baseURL: cpu.url + '/v1', apiKey: 'x', maxRetries: 0, timeout: 300000 });
 });
 after(async () => {
   assert.equal((await stub.stop()).code, 0);
   assert.equal((await cpu.stop()).code, 0);
+  assert.equal((await small.stop()).code, 0);
+  assert.equal((await off.stop()).code, 0);
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -51,7 +58,7 @@ test('a string input: a reasoning item, a message with output_text, usage', asyn
   assert.equal(r.output[1].content[0].type, 'output_text');
   assert.equal(r.output_text, 'Hello there!');
   assert.equal(r.instructions, 'Be brief.');
-  assert.equal(r.store, false);
+  assert.equal(r.store, true); /* OpenAI's default */
   const u = r.usage;
   assert.ok(u.input_tokens > 0 && u.output_tokens > 0);
   assert.equal(u.total_tokens, u.input_tokens + u.output_tokens);
@@ -142,10 +149,10 @@ test('stream: the event sequence the SDK reads, streamed == whole', async () => 
   assert.equal(cut.at(-1).response.output.at(-1).status, 'incomplete');
 });
 
-test('refusals: 400 in OpenAI shape; no stored responses', async () => {
+test('refusals: 400 in OpenAI shape', async () => {
   const cases = [
-    [{ input: 'x', previous_response_id: 'resp_1' }, 'previous_response_id'],
-    [{ input: 'x', store: true }, 'store'],
+    [{ input: 'x', store: 'yes' }, 'store'],
+    [{ input: 'x', previous_response_id: 7 }, 'previous_response_id'],
     [{ input: 'x', tools: [{ type: 'web_search' }] }, "'web_search'"],
     [{ input: [] }, 'input'],
     [{ input: [{ type: 'item_reference', id: 'x' }] }, 'item_reference'],
@@ -161,9 +168,93 @@ test('refusals: 400 in OpenAI shape; no stored responses', async () => {
       return true;
     });
   }
-  await assert.rejects(oa.responses.retrieve('resp_123'), (e) => e.status === 404 && /not found/.test(e.message));
-  const r = await post(stub.url + '/v1/responses', '{"input": "x", "stream": true, "store": true}');
-  assert.equal(r.status, 400);
+});
+
+// An SDK error in OpenAI's shape: the status, param and code null.
+function notFound(param) {
+  return (e) => {
+    assert.equal(e.status, 404);
+    assert.match(e.message, /not found/);
+    assert.equal(e.type, 'invalid_request_error');
+    assert.equal(e.param, param);
+    assert.equal(e.code, null);
+    return true;
+  };
+}
+
+test('previous_response_id: the stored conversation (inputs and outputs, in order) comes before the input', async () => {
+  const r1 = await oa.responses.create({ model: 'x', input: 'hi @think', max_output_tokens: 200 });
+  assert.equal(r1.store, true);
+  const r2 = await oa.responses.create({ model: 'x', input: 'and then?', previous_response_id: r1.id, max_output_tokens: 200 });
+  assert.equal(r2.previous_response_id, r1.id);
+  const solo = await oa.responses.create({ model: 'x', input: 'and then?', store: false, max_output_tokens: 200 });
+  assert.equal(solo.store, false);
+  // the second prompt holds the first turn: as many tokens as sending it whole
+  const whole = await oa.responses.create({ model: 'x', store: false, max_output_tokens: 200,
+    input: [{ role: 'user', content: 'hi @think' }, ...r1.output, { role: 'user', content: 'and then?' }] });
+  assert.ok(r2.usage.input_tokens > solo.usage.input_tokens + 4, `${r2.usage.input_tokens} vs ${solo.usage.input_tokens}`);
+  assert.equal(r2.usage.input_tokens, whole.usage.input_tokens);
+  // a chain: the third turn holds both earlier ones
+  const r3 = await oa.responses.create({ model: 'x', input: 'more', previous_response_id: r2.id, max_output_tokens: 200 });
+  assert.ok(r3.usage.input_tokens > r2.usage.input_tokens, `${r3.usage.input_tokens} vs ${r2.usage.input_tokens}`);
+  // instructions are this request's, not carried over
+  const r4 = await oa.responses.create({ model: 'x', input: 'and then?', instructions: 'Be brief.', previous_response_id: r1.id, max_output_tokens: 200 });
+  assert.ok(r4.usage.input_tokens > r2.usage.input_tokens);
+  assert.equal(r4.instructions, 'Be brief.');
+  // store: false is not kept
+  await assert.rejects(oa.responses.retrieve(solo.id), notFound(null));
+  await assert.rejects(oa.responses.create({ model: 'x', input: 'x', previous_response_id: solo.id }), notFound('previous_response_id'));
+});
+
+test('retrieve and delete a stored response; unknown ids are 404', async () => {
+  const r = await oa.responses.create({ model: 'x', input: 'hi @think', max_output_tokens: 200 });
+  const got = await oa.responses.retrieve(r.id);
+  assert.deepEqual(got, r);
+  // a stream's stored response is its response.completed's
+  const s = oa.responses.stream({ model: 'x', input: 'hi @think', max_output_tokens: 200 });
+  const fin = await s.finalResponse();
+  const sgot = await oa.responses.retrieve(fin.id);
+  assert.equal(sgot.output_text, fin.output.at(-1).content[0].text);
+  assert.deepEqual(sgot.output.map((o) => o.id), fin.output.map((o) => o.id));
+  assert.deepEqual(sgot.usage, fin.usage);
+  const d = await post(stub.url + '/v1/responses/' + fin.id, ''); // the id kept
+  assert.equal(d.status, 405);
+  assert.equal(d.headers.get('allow'), 'GET, DELETE');
+  await oa.responses.retrieve(fin.id);
+  await oa.responses.delete(r.id);
+  await assert.rejects(oa.responses.retrieve(r.id), notFound(null));
+  await assert.rejects(oa.responses.delete(r.id), notFound(null));
+  await assert.rejects(oa.responses.create({ model: 'x', input: 'x', previous_response_id: r.id }), notFound('previous_response_id'));
+  await assert.rejects(oa.responses.retrieve('resp_123'), notFound(null));
+  const del = await fetch(stub.url + '/v1/responses/' + fin.id, { method: 'DELETE' });
+  assert.deepEqual(await del.json(), { id: fin.id, object: 'response.deleted', deleted: true });
+});
+
+test('the store is bounded: the oldest response goes first', async () => {
+  const ids = [];
+  for (const input of ['one', 'two', 'three'])
+    ids.push((await os.responses.create({ model: 'x', input, max_output_tokens: 20 })).id);
+  await assert.rejects(os.responses.retrieve(ids[0]), notFound(null));
+  await assert.rejects(os.responses.create({ model: 'x', input: 'x', previous_response_id: ids[0] }), notFound('previous_response_id'));
+  assert.equal((await os.responses.retrieve(ids[1])).id, ids[1]);
+  const r = await os.responses.create({ model: 'x', input: 'four', previous_response_id: ids[2], max_output_tokens: 20 });
+  assert.equal(r.previous_response_id, ids[2]);
+  await assert.rejects(os.responses.retrieve(ids[1]), notFound(null));
+});
+
+test('--responses-store 0: store: true and previous_response_id are 400, store left out is not kept', async () => {
+  const r = await oo.responses.create({ model: 'x', input: 'hi', max_output_tokens: 20 });
+  assert.equal(r.store, false);
+  await assert.rejects(oo.responses.retrieve(r.id), (e) => e.status === 400);
+  for (const [body, param] of [[{ store: true }, 'store'], [{ previous_response_id: r.id }, 'previous_response_id']]) {
+    await assert.rejects(oo.responses.create({ model: 'x', input: 'x', ...body }), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, param);
+      return true;
+    });
+  }
+  const s = await post(off.url + '/v1/responses', '{"input": "x", "stream": true, "store": true}');
+  assert.equal(s.status, 400);
 });
 
 test('text.format json_schema on random weights: every reply that ends validates', async () => {

@@ -1,6 +1,6 @@
 /* check_engine.c: unit tests of libcore/engine: rounds, chunked prefill,
  * cancel, failure isolation, halt, admission order, concurrent == solo, and
- * the stub backend. */
+ * the stub backend (its markers and its constrained draws). */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/planner.h"
 #include "engine/stub.h"
+#include "grammar/grammar.h"
 
 /* A test backend. prompt[0] says what to do: 0 plain, 666 the last piece
  * fails, 777 the forward fails once it decodes this lane, 888 begin
@@ -465,6 +466,76 @@ START_TEST(stub_markers)
 }
 END_TEST
 
+static const uint8_t *byte_of(void *ctx, uint32_t id, size_t *len)
+{
+	static uint8_t b[256];
+	if (id >= 256)
+		return NULL; /* end-of-sequence */
+	b[id] = (uint8_t)id;
+	*len = 1;
+	return &b[id];
+}
+
+/* A constrained stub reply: prompt, seed and the thinking prompt's
+ * grammar_after ('<' ends the reasoning here, or -1). */
+static char *stub_constrained(struct tf_engine *e, const struct tf_gvocab *v, const char *prompt,
+			      uint64_t seed, int32_t after, struct tf_engine_result *r)
+{
+	struct tf_grammar *g;
+	ck_assert_int_eq(tf_grammar_regex(v, "[A-Z]{2}-[0-9]{3}( ok| no)?", 27, &g), TF_OK);
+	int32_t ids[256];
+	size_t n = strlen(prompt);
+	for (size_t i = 0; i < n; i++)
+		ids[i] = (unsigned char)prompt[i];
+	struct tf_engine_params q = params(100, seed);
+	q.grammar = g; /* the engine's now */
+	q.grammar_after = after;
+	struct tf_engine_job *j;
+	ck_assert_int_eq(tf_engine_submit(e, ids, n, &q, &j), TF_OK);
+	int32_t out[256];
+	size_t k = drain(j, out, 256);
+	char *s = tf_calloc(k + 1, 1);
+	for (size_t i = 0; i < k; i++)
+		s[i] = (char)out[i];
+	tf_engine_job_result(j, r);
+	tf_engine_job_free(j);
+	return s;
+}
+
+START_TEST(stub_constrained_draws)
+{
+	struct tf_engine *e = stub_engine();
+	struct tf_gvocab *v;
+	ck_assert_int_eq(tf_gvocab_new(257, byte_of, NULL, &v), TF_OK);
+	struct tf_engine_result r;
+	char *a = stub_constrained(e, v, "hi", 1, -1, &r);
+	ck_assert_int_eq(r.end, TF_ENGINE_EOS);
+	ck_assert_uint_eq(strlen(a), 6); /* the end as soon as the grammar allows it */
+	ck_assert(a[0] >= 'A' && a[0] <= 'Z' && a[1] >= 'A' && a[1] <= 'Z' && a[2] == '-');
+	for (int i = 3; i < 6; i++)
+		ck_assert(a[i] >= '0' && a[i] <= '9');
+	char *b = stub_constrained(e, v, "hi", 1, -1, &r);
+	ck_assert_str_eq(a, b); /* the seed decides */
+	int differ = 0;
+	for (uint64_t seed = 2; seed < 6; seed++) {
+		char *c = stub_constrained(e, v, "hi", seed, -1, &r);
+		differ += strcmp(a, c) != 0;
+		free(c);
+	}
+	ck_assert_int_gt(differ, 0);
+	/* thinking: the script's reasoning runs free up to grammar_after */
+	char *t = stub_constrained(e, v, "@think<think>", 1, '<', &r);
+	const char *lead = "Let me think about the greeting.<";
+	ck_assert_int_eq(strncmp(t, lead, strlen(lead)), 0);
+	ck_assert_uint_eq(strlen(t), strlen(lead) + 6);
+	ck_assert_int_eq(r.end, TF_ENGINE_EOS);
+	free(a);
+	free(b);
+	free(t);
+	tf_engine_close(e);
+	tf_gvocab_free(v);
+}
+END_TEST
 
 START_TEST(planner_default_policy)
 {
@@ -557,6 +628,7 @@ Suite *suite_engine(void)
 	tcase_add_test(tc, foreground_before_background);
 	tcase_add_test(tc, concurrent_equals_solo);
 	tcase_add_test(tc, stub_markers);
+	tcase_add_test(tc, stub_constrained_draws);
 	tcase_add_test(tc, planner_default_policy);
 	tcase_add_test(tc, planner_aligned_pieces);
 	suite_add_tcase(s, tc);

@@ -1,8 +1,9 @@
 /* check_serve.c: unit tests of libcore/serve without HTTP: request
  * validation and normalisation, the </think> reader over every split,
- * UTF-8 repair and JSON quoting against jansson, the reasoning memory, and
- * whole generations over the stub engine (stop strings, SSE shapes). */
+ * UTF-8 repair and JSON quoting against jansson, the reasoning memory, the
+ * Responses store (bounds, copies, threads), and whole generations over the stub engine (stop strings, SSE shapes). */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "serve/gen.h"
 #include "serve/logprobs.h"
 #include "serve/request.h"
+#include "serve/rstore.h"
 
 static tf_status parse(enum tf_api api, const char *body, struct tf_req *r)
 {
@@ -324,6 +326,117 @@ START_TEST(memo_restores_and_bounds)
 }
 END_TEST
 
+static bool stored(struct tf_rstore *st, const char *id)
+{
+	json_t *v = NULL;
+	tf_status rc = tf_rstore_get(st, id, &v, NULL);
+	json_decref(v);
+	return rc == TF_OK;
+}
+
+START_TEST(rstore_bounds_and_copies)
+{
+	struct tf_rstore *st;
+	ck_assert_int_eq(tf_rstore_new(2, 1 << 20, &st), TF_OK);
+	json_t *resp = json_pack("{s:s}", "id", "r"), *items = json_pack("[{s:s}]", "type", "message");
+	ck_assert_int_eq(tf_rstore_put(st, "a", resp, items), TF_OK);
+	ck_assert_int_eq(tf_rstore_put(st, "b", resp, items), TF_OK);
+	ck_assert_int_eq(tf_rstore_put(st, "c", resp, items), TF_OK);
+	ck_assert(!stored(st, "a")); /* the oldest went first */
+	ck_assert(stored(st, "b") && stored(st, "c"));
+	json_t *r2, *i2;
+	ck_assert_int_eq(tf_rstore_get(st, "c", &r2, &i2), TF_OK);
+	ck_assert(json_equal(r2, resp) && json_equal(i2, items) && r2 != resp);
+	json_decref(r2);
+	json_decref(i2);
+	ck_assert_int_eq(tf_rstore_get(st, "a", &r2, NULL), TF_ERR_NOTFOUND);
+	ck_assert(tf_rstore_del(st, "b"));
+	ck_assert(!tf_rstore_del(st, "b"));
+	size_t n, bytes;
+	tf_rstore_usage(st, &n, &bytes);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(bytes, strlen("c") + strlen("{\"id\":\"r\"}") + strlen("[{\"type\":\"message\"}]"));
+	tf_rstore_free(st);
+	/* the byte bound: each entry is 1 + 10 + 20 = 31 bytes; 70 hold two */
+	ck_assert_int_eq(tf_rstore_new(100, 70, &st), TF_OK);
+	ck_assert_int_eq(tf_rstore_put(st, "a", resp, items), TF_OK);
+	ck_assert_int_eq(tf_rstore_put(st, "b", resp, items), TF_OK);
+	ck_assert_int_eq(tf_rstore_put(st, "a", resp, items), TF_OK); /* replaced: now the newest */
+	ck_assert_int_eq(tf_rstore_put(st, "c", resp, items), TF_OK);
+	ck_assert(!stored(st, "b") && stored(st, "a") && stored(st, "c"));
+	json_t *big = json_pack("{s:s}", "text", "0123456789012345678901234567890123456789012345678901234567890");
+	ck_assert_int_eq(tf_rstore_put(st, "d", big, items), TF_ERR_RANGE);
+	ck_assert(stored(st, "a") && stored(st, "c")); /* a refused entry evicts nothing */
+	json_decref(big);
+	tf_rstore_free(st);
+	tf_rstore_free(NULL);
+	json_decref(resp);
+	json_decref(items);
+}
+END_TEST
+
+static void *rstore_hammer(void *arg)
+{
+	struct tf_rstore *st = arg;
+	json_t *resp = json_pack("{s:s}", "id", "r"), *items = json_array();
+	char id[32];
+	for (int i = 0; i < 2000; i++) {
+		snprintf(id, sizeof(id), "k%d", i % 37);
+		if (i % 3 == 0)
+			tf_rstore_put(st, id, resp, items);
+		else if (i % 3 == 1)
+			stored(st, id);
+		else
+			tf_rstore_del(st, id);
+	}
+	json_decref(resp);
+	json_decref(items);
+	return NULL;
+}
+
+START_TEST(rstore_threads)
+{
+	struct tf_rstore *st;
+	ck_assert_int_eq(tf_rstore_new(8, 1 << 20, &st), TF_OK);
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rstore_hammer, st), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	size_t n, bytes;
+	tf_rstore_usage(st, &n, &bytes);
+	ck_assert_uint_le(n, 8);
+	tf_rstore_free(st);
+}
+END_TEST
+
+START_TEST(request_prior_goes_first)
+{
+	struct tf_req r;
+	ck_assert_int_eq(parse(TF_API_RESPONSES, "{\"input\": \"now\", \"instructions\": \"Be brief.\", "
+			       "\"previous_response_id\": \"resp_1\"}", &r), TF_OK);
+	ck_assert_str_eq(r.prev_id, "resp_1");
+	ck_assert(r.store && !r.has_store);
+	json_t *prior = json_loads("[{\"type\":\"message\",\"role\":\"user\",\"content\":\"then\"},"
+				   "{\"type\":\"message\",\"role\":\"assistant\",\"content\":"
+				   "[{\"type\":\"output_text\",\"text\":\"ok\"}]}]", 0, NULL);
+	ck_assert_int_eq(tf_req_prior(&r, prior), TF_OK);
+	const json_t *m = json_object_get(r.chat, "messages");
+	ck_assert_uint_eq(json_array_size(m), 4);
+	static const char *const roles[] = {"system", "user", "assistant", "user"};
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_str_eq(json_string_value(json_object_get(json_array_get(m, i), "role")), roles[i]);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(m, 3), "content")), "now");
+	json_decref(prior);
+	tf_req_release(&r);
+	ck_assert_int_eq(parse(TF_API_RESPONSES, "{\"input\": \"x\", \"store\": false}", &r), TF_OK);
+	ck_assert(!r.store && r.has_store);
+	tf_req_release(&r);
+	ck_assert_int_ne(parse(TF_API_RESPONSES, "{\"input\": \"x\", \"store\": 1}", &r), TF_OK);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_FORMAT), "store"));
+}
+END_TEST
+
 START_TEST(gen_stop_strings_any_position)
 {
 	env_up();
@@ -411,6 +524,9 @@ Suite *suite_serve(void)
 	tcase_add_test(tc, think_reader_any_split);
 	tcase_add_test(tc, utf8_and_quote_match_jansson);
 	tcase_add_test(tc, memo_restores_and_bounds);
+	tcase_add_test(tc, rstore_bounds_and_copies);
+	tcase_add_test(tc, rstore_threads);
+	tcase_add_test(tc, request_prior_goes_first);
 	tcase_add_test(tc, gen_stop_strings_any_position);
 	tcase_add_test(tc, gen_stream_shapes);
 	tcase_add_test(tc, logprob_shapes);
