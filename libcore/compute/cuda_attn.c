@@ -40,21 +40,22 @@ static struct cuda_fn fn_keys_fill = {.name = "tf_attn_keys_fill"};
 
 /* ---- attention ---- */
 
-/* Splits of each row's key list: with few rows, enough blocks for one a
- * multiprocessor (one block fits an SM: 221 registers a thread), no split
- * shorter than about 64 keys (the average row length is room / R: key_off's
- * values stay on the device). Measured on the H200 against two blocks an
- * SM and 32- or 128-key splits: 32 us for one row of 64 heads and 1152
- * keys, 116 us for 8 rows. */
-static int mqa_splits(struct tf_be *be, int64_t blocks, int64_t room, int64_t R)
+/* Splits of each row's key list: one per 64 keys of a row's room (room /
+ * R: the forward gives every row of a layer the same room, and key_off's
+ * values stay on the device). The count depends on the layer, never on
+ * how many rows share the call, so a row's sums run in the same order
+ * alone or batched (a row's result does not depend on its batch), up to
+ * calls whose split partials would pass MQA_SPLIT_BYTES (about 400 rows of
+ * the release's 640 keys: prefill pieces), which take one split. Before,
+ * few rows took more splits to fill the SMs (the same 10 at one row of 640
+ * keys) and 64 rows one split, so batched and solo rows differed. */
+#define MQA_SPLIT_BYTES ((int64_t)512 << 20)
+
+static int mqa_splits(int64_t room, int64_t R, int64_t H, int64_t D)
 {
-	int64_t want = cuda_sms(be), s = 1;
-	if (blocks < want)
-		s = want / blocks;
-	int64_t by_len = room / R / 64;
-	if (s > by_len)
-		s = by_len;
-	return s < 1 ? 1 : s > MQA_MAX_SPLITS ? MQA_MAX_SPLITS : (int)s;
+	int64_t s = (room / R + 63) / 64;
+	s = s < 1 ? 1 : s > MQA_MAX_SPLITS ? MQA_MAX_SPLITS : s;
+	return R * H * s * (D + 2) * (int64_t)sizeof(float) > MQA_SPLIT_BYTES ? 1 : (int)s;
 }
 
 tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const struct tf_tensor *keys,
@@ -70,7 +71,7 @@ tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const stru
 		return tf_err(TF_ERR_ARG, "attention: head width %lld past the kernel's %d",
 			      (long long)D, MQA_MAX_D);
 	int64_t groups = (H + MQA_HEADS - 1) / MQA_HEADS;
-	int S = mqa_splits(be, R * groups, room, R);
+	int S = mqa_splits(room, R, H, D);
 	tf_cu_ptr part = 0;
 	if (S > 1 && (st = cuda_scratch(be, (size_t)(R * H * S * (D + 2)) * sizeof(float), &part)))
 		return st;
