@@ -276,22 +276,8 @@ tf_dense_rmsnorm(const void *x, int32_t xdt, const void *w, int32_t wdt, float e
 		for (int i = t; i < m; i += blockDim.x)
 			chunk[i] = load(x, xdt, base + c0 + i);
 		__syncthreads();
-		if (t < 8) {
-			/* the same chain in the same order, its loads eight ahead
-			 * (a shared load's latency, not the add's, set the pace) */
-			int i = t;
-			for (; i + 56 < m; i += 64) {
-				float a[8];
-#pragma unroll
-				for (int u = 0; u < 8; u++)
-					a[u] = chunk[i + 8 * u];
-#pragma unroll
-				for (int u = 0; u < 8; u++)
-					s = __fadd_rn(s, __fmul_rn(a[u], a[u]));
-			}
-			for (; i < m; i += 8)
-				s = __fadd_rn(s, __fmul_rn(chunk[i], chunk[i]));
-		}
+		if (t < 8)
+			s = sumsq_lane8(s, chunk, t, m);
 		__syncthreads();
 	}
 	if (t < 8)

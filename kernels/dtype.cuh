@@ -71,6 +71,27 @@ __device__ __forceinline__ void store(void *p, int dt, int64_t i, float v)
 		static_cast<uint16_t *>(p)[i] = dt == DT_BF16 ? f32_bf16(v) : f32_f16(v);
 }
 
+/* s + v[i]^2 for i = j, j + 8, ... below lim, in index order, IEEE
+ * products and sums: lane j of the CPU's eight-lane sum of squares
+ * (cpu_dot). Eight loads are issued ahead of their adds, since a shared
+ * load's latency, not the add's, sets the pace of the chain. */
+__device__ __forceinline__ float sumsq_lane8(float s, const float *v, int j, int lim)
+{
+	int i = j;
+	for (; i + 56 < lim; i += 64) {
+		float a[8];
+#pragma unroll
+		for (int u = 0; u < 8; u++)
+			a[u] = v[i + 8 * u];
+#pragma unroll
+		for (int u = 0; u < 8; u++)
+			s = __fadd_rn(s, __fmul_rn(a[u], a[u]));
+	}
+	for (; i < lim; i += 8)
+		s = __fadd_rn(s, __fmul_rn(v[i], v[i]));
+	return s;
+}
+
 } /* namespace tf_dt */
 
 #endif

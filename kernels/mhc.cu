@@ -270,18 +270,7 @@ __device__ __forceinline__ float sumsq8_lane(float s, const float *v, int64_t c0
 {
 	const int64_t n8 = n - n % 8;
 	const int lim = n8 - c0 < m ? (int)(n8 - c0 > 0 ? n8 - c0 : 0) : m;
-	int i = j;
-	for (; i + 56 < lim; i += 64) { /* the same order, eight loads ahead */
-		float a[8];
-#pragma unroll
-		for (int u = 0; u < 8; u++)
-			a[u] = v[i + 8 * u];
-#pragma unroll
-		for (int u = 0; u < 8; u++)
-			s = __fadd_rn(s, __fmul_rn(a[u], a[u]));
-	}
-	for (; i < lim; i += 8)
-		s = __fadd_rn(s, __fmul_rn(v[i], v[i]));
+	s = sumsq_lane8(s, v, j, lim);
 	int64_t t = n8 + j - c0;
 	if (n8 + j < n && t >= 0 && t < m)
 		s = __fadd_rn(s, __fmul_rn(v[t], v[t]));

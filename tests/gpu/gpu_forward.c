@@ -29,6 +29,7 @@
 
 #include "../unit/forward_model.h"
 #include "compute/kv.h"
+#include "gpu_clone.h"
 #include "gpu_util.h"
 
 static struct tf_be *gpu;
@@ -55,67 +56,6 @@ static tf_status noisy_linear(struct tf_be *be, const struct tf_tensor *x,
 		}
 	}
 	return st;
-}
-
-/* dst: src's values on the GPU backend (an empty src stays empty). */
-static void clone(const struct tf_tensor *src, struct tf_tensor *dst)
-{
-	*dst = *src;
-	if (!src->data)
-		return;
-	dst->data = NULL;
-	GPU_OK(gpu->ops->alloc(gpu, dst));
-	GPU_OK(gpu->ops->upload(gpu, dst, src->data));
-}
-
-static void clone_lin(const struct tf_lin *src, struct tf_lin *dst)
-{
-	dst->q = src->q;
-	clone(&src->w, &dst->w);
-}
-
-static void clone_layer(const struct tf_config *c, uint32_t L, const struct tf_fwd_layer *s,
-			struct tf_fwd_layer *d)
-{
-	int64_t E = tf_config_experts_of(c, L);
-	clone(&s->attn_norm, &d->attn_norm);
-	clone(&s->ffn_norm, &d->ffn_norm);
-	clone(&s->q_norm, &d->q_norm);
-	clone(&s->kv_norm, &d->kv_norm);
-	for (int i = 0; i < 2; i++) {
-		clone(&s->hc_fn[i], &d->hc_fn[i]);
-		clone(&s->hc_base[i], &d->hc_base[i]);
-		clone(&s->hc_scale[i], &d->hc_scale[i]);
-	}
-	clone(&s->sink, &d->sink);
-	clone_lin(&s->wq_a, &d->wq_a);
-	clone_lin(&s->wkv, &d->wkv);
-	clone_lin(&s->wq_b, &d->wq_b);
-	for (int g = 0; g < TF_FWD_MAX_GROUPS; g++)
-		clone_lin(&s->wo_a[g], &d->wo_a[g]);
-	clone_lin(&s->wo_b, &d->wo_b);
-	clone_lin(&s->comp_wkv, &d->comp_wkv);
-	clone_lin(&s->comp_wgate, &d->comp_wgate);
-	clone_lin(&s->ix_wk, &d->ix_wk);
-	clone(&s->comp_norm, &d->comp_norm);
-	clone(&s->ix_k_norm, &d->ix_k_norm);
-	clone_lin(&s->ix_wq_b, &d->ix_wq_b);
-	clone(&s->ix_wp, &d->ix_wp);
-	clone(&s->gate, &d->gate);
-	clone(&s->gate_bias, &d->gate_bias);
-	d->w1 = calloc((size_t)E, sizeof *d->w1);
-	d->w2 = calloc((size_t)E, sizeof *d->w2);
-	d->w3 = calloc((size_t)E, sizeof *d->w3);
-	for (int64_t e = 0; e < E; e++) {
-		clone_lin(&s->w1[e], &d->w1[e]);
-		clone_lin(&s->w2[e], &d->w2[e]);
-		clone_lin(&s->w3[e], &d->w3[e]);
-	}
-	clone_lin(&s->sh_w1, &d->sh_w1);
-	clone_lin(&s->sh_w2, &d->sh_w2);
-	clone_lin(&s->sh_w3, &d->sh_w3);
-	clone_lin(&s->engram_wkv, &d->engram_wkv);
-	clone(&s->engram_qk, &d->engram_qk);
 }
 
 struct side {
@@ -263,12 +203,8 @@ START_TEST(forward_cuda_vs_cpu)
 	build(&m, 77);
 	const struct tf_config *c = &m.c;
 	static struct tf_fwd_layer gl[TF_CONFIG_MAX_LAYERS];
-	struct tf_fwd_weights gw = {.layers = gl};
-	clone(&m.w.embed, &gw.embed);
-	clone(&m.w.norm, &gw.norm);
-	clone_lin(&m.w.head, &gw.head);
-	for (uint32_t L = 0; L < c->layers; L++)
-		clone_layer(c, L, &m.layers[L], &gl[L]);
+	struct tf_fwd_weights gw;
+	clone_weights(gpu, c, &m.w, m.layers, gl, &gw);
 	struct tf_fwd_weights cw = m.w;
 	cw.mtp_norm = (struct tf_tensor){0}; /* the backbone only */
 	struct side ref, dev, jit;

@@ -30,70 +30,10 @@
 
 #include "../unit/forward_model.h"
 #include "compute/kv.h"
+#include "gpu_clone.h"
 #include "gpu_util.h"
 
 enum { STEPS = 3, PMAX = 48 };
-
-/* dst: src's values on be (an empty src stays empty). */
-static void clone(struct tf_be *be, const struct tf_tensor *src, struct tf_tensor *dst)
-{
-	*dst = *src;
-	if (!src->data)
-		return;
-	dst->data = NULL;
-	GPU_OK(be->ops->alloc(be, dst));
-	GPU_OK(be->ops->upload(be, dst, src->data));
-}
-
-static void clone_lin(struct tf_be *be, const struct tf_lin *src, struct tf_lin *dst)
-{
-	dst->q = src->q;
-	clone(be, &src->w, &dst->w);
-}
-
-static void clone_layer(struct tf_be *be, const struct tf_config *c, uint32_t L,
-			const struct tf_fwd_layer *s, struct tf_fwd_layer *d)
-{
-	int64_t E = tf_config_experts_of(c, L);
-	clone(be, &s->attn_norm, &d->attn_norm);
-	clone(be, &s->ffn_norm, &d->ffn_norm);
-	clone(be, &s->q_norm, &d->q_norm);
-	clone(be, &s->kv_norm, &d->kv_norm);
-	for (int i = 0; i < 2; i++) {
-		clone(be, &s->hc_fn[i], &d->hc_fn[i]);
-		clone(be, &s->hc_base[i], &d->hc_base[i]);
-		clone(be, &s->hc_scale[i], &d->hc_scale[i]);
-	}
-	clone(be, &s->sink, &d->sink);
-	clone_lin(be, &s->wq_a, &d->wq_a);
-	clone_lin(be, &s->wkv, &d->wkv);
-	clone_lin(be, &s->wq_b, &d->wq_b);
-	for (int g = 0; g < TF_FWD_MAX_GROUPS; g++)
-		clone_lin(be, &s->wo_a[g], &d->wo_a[g]);
-	clone_lin(be, &s->wo_b, &d->wo_b);
-	clone_lin(be, &s->comp_wkv, &d->comp_wkv);
-	clone_lin(be, &s->comp_wgate, &d->comp_wgate);
-	clone_lin(be, &s->ix_wk, &d->ix_wk);
-	clone(be, &s->comp_norm, &d->comp_norm);
-	clone(be, &s->ix_k_norm, &d->ix_k_norm);
-	clone_lin(be, &s->ix_wq_b, &d->ix_wq_b);
-	clone(be, &s->ix_wp, &d->ix_wp);
-	clone(be, &s->gate, &d->gate);
-	clone(be, &s->gate_bias, &d->gate_bias);
-	d->w1 = calloc((size_t)E, sizeof *d->w1);
-	d->w2 = calloc((size_t)E, sizeof *d->w2);
-	d->w3 = calloc((size_t)E, sizeof *d->w3);
-	for (int64_t e = 0; e < E; e++) {
-		clone_lin(be, &s->w1[e], &d->w1[e]);
-		clone_lin(be, &s->w2[e], &d->w2[e]);
-		clone_lin(be, &s->w3[e], &d->w3[e]);
-	}
-	clone_lin(be, &s->sh_w1, &d->sh_w1);
-	clone_lin(be, &s->sh_w2, &d->sh_w2);
-	clone_lin(be, &s->sh_w3, &d->sh_w3);
-	clone_lin(be, &s->engram_wkv, &d->engram_wkv);
-	clone(be, &s->engram_qk, &d->engram_qk);
-}
 
 struct side {
 	struct tf_be *be;
@@ -108,13 +48,7 @@ static void side_open(struct side *s, int graphs, const struct model *m)
 	const struct tf_config *c = &m->c;
 	GPU_OK(tf_cuda_be_new(0, &s->be));
 	GPU_OK(tf_cuda_be_set_graphs(s->be, graphs));
-	memset(&s->w, 0, sizeof s->w);
-	s->w.layers = s->layers;
-	clone(s->be, &m->w.embed, &s->w.embed);
-	clone(s->be, &m->w.norm, &s->w.norm);
-	clone_lin(s->be, &m->w.head, &s->w.head);
-	for (uint32_t L = 0; L < c->layers; L++)
-		clone_layer(s->be, c, L, &m->layers[L], &s->layers[L]);
+	clone_weights(s->be, c, &m->w, m->layers, s->layers, &s->w);
 	struct tf_kv_config kc;
 	tf_fwd_kv_config(c, 16, 4, 1024, &kc);
 	GPU_OK(tf_kv_new(s->be, &kc, &s->kv));
