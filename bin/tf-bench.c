@@ -7,6 +7,7 @@
 
 #include "base/cli.h"
 #include "bench/bench.h"
+#include "cuda/exl3_gemv.h"
 
 struct bench_opts bench;
 
@@ -43,6 +44,13 @@ static const struct tf_opt opts[] = {
 	 100000, NULL},
 	{"blocks-per-sm", 0, TF_OPT_INT, &bench.blocks_per_sm, "N", "TF_CUDA_EXL3_BLOCKS_PER_SM", "4",
 	 "cuda: EXL3 GEMV blocks aimed at per multiprocessor", 1, 64, NULL},
+	{"variant", 0, TF_OPT_STR, &bench.variant, "LIST", "TF_CUDA_EXL3_VARIANT", "tuned",
+	 "kernels, decode: the EXL3 kernels' alternatives to their tuned path on the GPU (no-v10, "
+	 "no-v7, no-cluster, no-spread, pdl-all, pdl-none), comma-separated", 0, 0, NULL},
+	{"batch-invariant", 0, TF_OPT_FLAG, &bench.invariant, NULL, "TF_BATCH_INVARIANT", NULL,
+	 "kernels, decode: the GPU's batch-invariant path (a row's result does not depend on the "
+	 "rows beside it)",
+	 0, 0, NULL},
 	{"experts", 0, TF_OPT_INT, &bench.experts, "N", NULL, "0",
 	 "cuda: also time N experts of each shape in one launch (rows up to 4)", 0, 256, NULL},
 	{"ops", 0, TF_OPT_FLAG, &bench.ops, NULL, NULL, NULL,
@@ -198,6 +206,9 @@ int main(int argc, char **argv)
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
 		if (!strcmp(argv[i], modes[m].name)) {
 			check_modes(modes[m].mode, modes[m].name);
+			tf_status st = tf_cu_exl3_variant(bench.variant);
+			if (st)
+				tf_usage_error("--variant: %s", tf_errmsg(st));
 			return modes[m].run();
 		}
 	tf_usage_error("unknown mode '%s' (kernels, decode, serve or grammar)", argv[i]);

@@ -46,7 +46,7 @@ static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, time
 	local_ranks;
 static uint64_t body_max, rstore_bytes;
 static double drain_s, keepalive_s, stub_token_ms, stub_piece_us, stub_wait_ms, temperature, top_p;
-static bool check, once, synthetic;
+static bool check, once, synthetic, invariant;
 
 static const struct tf_opt opts[] = {
 	{"host", 'H', TF_OPT_STR, &host, "ADDR", "TF_HOST", "127.0.0.1", "listen address (numeric IPv4 or IPv6)", 0, 0, NULL},
@@ -84,6 +84,7 @@ static const struct tf_opt opts[] = {
 	{"stub-piece-us", 0, TF_OPT_DOUBLE, &stub_piece_us, "US", "TF_STUB_PIECE_US", "20", "stub engine: microseconds per prompt token (0: none)", 0, 1e6, NULL},
 	{"stub-wait-ms", 0, TF_OPT_DOUBLE, &stub_wait_ms, "MS", "TF_STUB_WAIT_MS", "800", "stub engine: the silence of @wait", 1, 3600000, NULL},
 	TF_OPT_THREADS(&threads),
+	{"batch-invariant", 0, TF_OPT_FLAG, &invariant, NULL, "TF_BATCH_INVARIANT", NULL, "cuda engine: a request's logits do not depend on the requests batched with it, so replies are the same alone or among others and drafted or not (slower)", 0, 0, NULL},
 	{"synthetic", 0, TF_OPT_FLAG, &synthetic, NULL, NULL, NULL, "generate the weights from the pack's headers instead of reading them (benchmarks over a sparse tf-pack-synth pack)", 0, 0, NULL},
 	{"check", 0, TF_OPT_FLAG, &check, NULL, NULL, NULL, "validate the setup, print it and exit", 0, 0, NULL},
 	{"once", 0, TF_OPT_FLAG, &once, NULL, NULL, NULL, "answer one request JSON from stdin on stdout and exit", 0, 0, NULL},
@@ -237,8 +238,8 @@ static char *agreed_text(const char *pack)
 	}
 	char *t = NULL;
 	if (asprintf(&t, "engine %s\nmodel config.json sha256 %s\ncontext %lld\nlanes %lld\n"
-		     "prefix-cache %lld\n", engine_name, cfg, (long long)context, (long long)lanes,
-		     (long long)prefix_cache) < 0)
+		     "prefix-cache %lld\nbatch-invariant %d\n", engine_name, cfg, (long long)context,
+		     (long long)lanes, (long long)prefix_cache, (int)invariant) < 0)
 		tf_die(71, "out of memory");
 	return t;
 }
@@ -392,8 +393,10 @@ static void check_applies(bool stub, bool cuda)
 		static const char *const model_only[] = {"threads", "prefix-cache", "device", "synthetic"};
 		for (size_t i = 0; i < TF_NOPTS(model_only); i++)
 			refuse_given(model_only[i], "does not apply to the stub engine");
-	} else if (!cuda) {
+	}
+	if (!cuda) {
 		refuse_given("device", "applies only to the cuda engine");
+		refuse_given("batch-invariant", "applies only to the cuda engine");
 	}
 }
 
@@ -411,9 +414,9 @@ int main(int argc, char **argv)
 		tf_usage_error("a PACK or PREPARED folder is needed (or --engine stub)");
 	if (once && check)
 		tf_usage_error("--once and --check do not go together");
-	/* The cuda engine drafts only when asked: its kernels are not yet
-	 * batch-invariant, so a drafted row's logits (and so its logprobs, and
-	 * tokens at near-ties) can differ from the plain row's. */
+	/* The cuda engine drafts only when asked: unless --batch-invariant, a
+	 * drafted row's logits (and so its logprobs, and tokens at near-ties)
+	 * can differ from the plain row's. */
 	bool drafts_asked = false;
 	for (size_t k = 0; k < TF_NOPTS(opts); k++)
 		if (!strcmp(opts[k].name, "drafts"))
@@ -476,7 +479,8 @@ int main(int argc, char **argv)
 				   .device = (int)device, .threads = (int)threads,
 				   .slots = (int)(lanes + prefix_cache),
 				   .max_positions = context, .progress = &pr,
-				   .synthetic = synthetic, .synth_seed = 1};
+				   .synthetic = synthetic, .synth_seed = 1,
+				   .batch_invariant = cuda && invariant};
 	if (rank > 0)
 		return follow(ranks, pack, &mo);
 

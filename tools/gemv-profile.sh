@@ -8,20 +8,20 @@
 export LD_LIBRARY_PATH=$PWD/${G:-.gpu-gemv2}/rtlibs/lib
 G=${G:-.gpu-gemv2}; B=$G/bin/tf-bench; R=/tmp/r; mkdir -p $R
 S=5120x2304,2304x5120,5120x1280,1280x32768,4096x1024,8192x5120,5120x129280
-( TF_CUDA_EXL3_GEMV7=0 timeout 100 $G/gpu_exl3 > $R/test_v1.txt 2>&1; echo "rc=$?" >> $R/test_v1.txt ) 
-( TF_CUDA_EXL3_GEMV7=1 timeout 100 $G/gpu_exl3 > $R/test_v7.txt 2>&1; echo "rc=$?" >> $R/test_v7.txt )
+( TF_CUDA_EXL3_VARIANT=no-v10,no-v7 timeout 100 $G/gpu_exl3 > $R/test_v1.txt 2>&1; echo "rc=$?" >> $R/test_v1.txt ) 
+( TF_CUDA_EXL3_VARIANT=no-v10 timeout 100 $G/gpu_exl3 > $R/test_v7.txt 2>&1; echo "rc=$?" >> $R/test_v7.txt )
 tail -n 3 $R/test_v1.txt $R/test_v7.txt
 for i in 1 2; do
- TF_CUDA_EXL3_GEMV7=0 timeout 90 $B kernels -s $S -b 2,4 -r 1 -n 15 --no-cublas > $R/t_v1_$i.txt 2>&1
- TF_CUDA_EXL3_GEMV7=1 timeout 90 $B kernels -s $S -b 2,4 -r 1 -n 15 --no-cublas > $R/t_v7_$i.txt 2>&1
+ TF_CUDA_EXL3_VARIANT=no-v10,no-v7 timeout 90 $B kernels -s $S -b 2,4 -r 1 -n 15 --no-cublas > $R/t_v1_$i.txt 2>&1
+ TF_CUDA_EXL3_VARIANT=no-v10 timeout 90 $B kernels -s $S -b 2,4 -r 1 -n 15 --no-cublas > $R/t_v7_$i.txt 2>&1
 done
 paste <(cut -c1-60 $R/t_v1_1.txt) <(cut -c23-60 $R/t_v7_1.txt) <(cut -c23-60 $R/t_v1_2.txt) <(cut -c23-60 $R/t_v7_2.txt)
 NCU=/opt/nvidia/nsight-compute/2025.3.1/ncu
 for sh in 5120x2304 5120x129280; do for b in 4 2; do for v in 1 7; do
   case $v in 1) k=tf_exl3_gemv_b${b}_cb2_r1;; 7) k=tf_exl3_gemv7_b${b}_cb2;; esac
-  e7=0; [ $v = 7 ] && e7=1
+  e7=no-v10,no-v7; [ $v = 7 ] && e7=no-v10
   n=v${v}_${sh}_b$b
-  TF_CUDA_EXL3_GEMV7=$e7 timeout 60 $NCU --set full -k regex:$k --launch-skip 4 --launch-count 1 -f -o $R/$n \
+  TF_CUDA_EXL3_VARIANT=$e7 timeout 60 $NCU --set full -k regex:$k --launch-skip 4 --launch-count 1 -f -o $R/$n \
      $B kernels -s $sh -b $b -r 1 -n 3 --no-cublas > $R/$n.log 2>&1
   $NCU --import $R/$n.ncu-rep --page details > $R/$n.txt 2>&1
   $NCU --import $R/$n.ncu-rep --page raw --csv > $R/${n}_raw.csv 2>&1

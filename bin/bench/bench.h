@@ -15,10 +15,12 @@ struct bench_opts {
 	const char *shapes, *bits, *rows, *codebook;
 	const char *pack, *preset;      /* decode: the model */
 	const char *prepared;           /* decode: tf-prepare's folder of the pack */
+	const char *variant;            /* cuda: tf_cu_exl3_variant's spec */
 	int64_t world;                  /* decode: tensor-parallel ranks on threads */
 	int64_t iters, device, blocks_per_sm, threads, experts, ctx, layers;
 	double seconds;
 	bool json, no_cublas, draft, ops; /* ops: kernels --ops */
+	bool invariant;                 /* cuda: the batch-invariant path */
 	/* serve */
 	const char *host, *path, *model, *api_key, *prompt, *prompt_file;
 	int64_t port, requests, concurrency, max_tokens, random_words, seed;

@@ -25,6 +25,12 @@
  * decoding's (compared position by position; a difference exits 1); the
  * rate measures the drafter, not the model.
  *
+ * Row b of a case starts from the same fork and token in every case, so
+ * it must draw the tokens it drew among fewer rows: the rows' tokens are
+ * compared with the earlier cases' (solo_checked, solo_differ); with
+ * --batch-invariant a difference exits 1, without it the count shows how
+ * batch-variant the default path is.
+ *
  * With TF_PHASES set, the phase totals of the model's calls (phases.h)
  * follow the table, summed over the layers by kind. */
 #include <stdio.h>
@@ -178,6 +184,16 @@ struct device_figures {
 	double kernels, hits; /* a step: kernels (and cuBLAS calls) queued, graph hits */
 };
 
+/* Each row's tokens as first decoded (in the first case that had the
+ * row, among fewer rows), [SEQS_MAX][max_steps]: a later case's row b
+ * must draw the same tokens (batch invariance), counted in checked and
+ * differ. */
+struct solo_tokens {
+	int32_t *tok;
+	int64_t n[SEQS_MAX];
+	int64_t checked, differ;
+};
+
 /* Prefill a new sequence of ctx tokens (*seq): tokens/s, and the token
  * drawn at its end. */
 static double prefill(struct tf_model_group *m, int64_t ctx, int *seq, int32_t *first)
@@ -216,7 +232,7 @@ static double prefill(struct tf_model_group *m, int64_t ctx, int *seq, int32_t *
  * (spec->checked, spec->differ). */
 static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int64_t ctx,
 		     int64_t max_steps, double *decode_tps, int64_t *steps_done,
-		     struct spec_figures *spec, struct device_figures *dev)
+		     struct spec_figures *spec, struct device_figures *dev, struct solo_tokens *solo)
 {
 	uint32_t V = tf_model_group_config(m)->vocab;
 	int seq[SEQS_MAX];
@@ -235,8 +251,8 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 	for (int b = 0; b < B; b++) /* each its own next token, so rows differ */
 		next[b] = (int32_t)((first + 7 * b) % (int32_t)V);
 	/* the plain run's tokens, [B][max_steps] */
-	int32_t *plain = spec ? malloc(sizeof(int32_t) * (size_t)(B * max_steps)) : NULL;
-	if (spec && !plain)
+	int32_t *plain = malloc(sizeof(int32_t) * (size_t)(B * max_steps));
+	if (!plain)
 		tf_die(71, "out of memory");
 	int64_t steps = 0;
 	struct tf_be *be = tf_model_be(tf_model_group_rank(m, 0));
@@ -250,7 +266,7 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 			sq[b] = seq[b];
 		}
 		step(m, B, ids, pos, sq, lg, next);
-		for (int b = 0; plain && b < B; b++)
+		for (int b = 0; b < B; b++)
 			plain[(int64_t)b * max_steps + steps] = next[b];
 		steps++;
 	} while (steps < max_steps && tf_now() - t1 < bench.seconds);
@@ -261,6 +277,19 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 		*dev = (struct device_figures){
 			(double)(c1.kernels + c1.blas - c0.kernels - c0.blas) / (double)steps,
 			(double)(c1.graph_hits - c0.graph_hits) / (double)steps};
+	solo->checked = solo->differ = 0;
+	for (int b = 0; b < B; b++) {
+		int32_t *row = solo->tok + (int64_t)b * max_steps, *now = plain + (int64_t)b * max_steps;
+		for (int64_t k = 0; k < steps; k++) {
+			if (k < solo->n[b]) {
+				solo->checked++;
+				solo->differ += row[k] != now[k];
+			} else {
+				row[k] = now[k];
+			}
+		}
+		solo->n[b] = steps > solo->n[b] ? steps : solo->n[b];
+	}
 	if (spec) {
 		int32_t *got = malloc(sizeof(int32_t) * (size_t)(B * max_steps));
 		int64_t *ngot = calloc((size_t)B, sizeof *ngot);
@@ -327,6 +356,8 @@ static void print_phases(struct tf_model *m)
 int bench_decode(void)
 {
 	bool cuda = !strcmp(bench.backend, "cuda");
+	if (bench.invariant && !cuda)
+		tf_usage_error("--batch-invariant is the GPU's path (--backend cuda)");
 	if (!!bench.pack == !!bench.preset)
 		tf_usage_error("decode: give one of --pack DIR and --preset NAME");
 	if (bench.world != 1 && bench.world != 2 && bench.world != 4 && bench.world != 8)
@@ -375,7 +406,8 @@ int bench_decode(void)
 				   .device = (int)bench.device, .threads = (int)bench.threads,
 				   .slots = (int)most + 1,
 				   .max_positions = bench.ctx + max_steps * (bench.draft ? 10 : 1) + 16,
-				   .synthetic = cuda && bench.preset, .synth_seed = 1, .progress = &pr};
+				   .synthetic = cuda && bench.preset, .synth_seed = 1, .progress = &pr,
+				   .batch_invariant = bench.invariant};
 	/* the prefilled sequence's pages are shared by its forks: each fork
 	 * needs its own pages only past the prompt */
 	int64_t ppp = (mo.max_positions + 255) / 256 + 1;
@@ -411,6 +443,9 @@ int bench_decode(void)
 	const char *name = bench.preset ? bench.preset : "pack";
 	int p0, code = 0;
 	int32_t first;
+	struct solo_tokens solo = {.tok = malloc(sizeof(int32_t) * SEQS_MAX * (size_t)max_steps)};
+	if (!solo.tok)
+		tf_die(71, "out of memory");
 	double pf = prefill(m, bench.ctx, &p0, &first);
 	for (int i = 0; i < nrows; i++) {
 		double dc;
@@ -418,7 +453,13 @@ int bench_decode(void)
 		struct spec_figures sf;
 		struct device_figures df;
 		run_case(m, (int)rows[i], p0, first, bench.ctx, max_steps, &dc, &steps,
-			 bench.draft ? &sf : NULL, &df);
+			 bench.draft ? &sf : NULL, &df, &solo);
+		if (bench.invariant && solo.differ) {
+			tf_warn("decode: --batch-invariant: %lld of %lld tokens at %lld rows differ from "
+				"the same rows' among fewer rows", (long long)solo.differ,
+				(long long)solo.checked, (long long)rows[i]);
+			code = 1;
+		}
 		if (bench.draft && sf.differ) {
 			tf_warn("decode: --draft: %lld of %lld tokens at %lld rows differ from plain "
 				"greedy decoding's", (long long)sf.differ, (long long)sf.checked,
@@ -430,10 +471,12 @@ int bench_decode(void)
 		if (bench.json) {
 			printf("%s{\"model\":\"%s\",\"backend\":\"%s\",\"rows\":%lld,\"ctx\":%lld,"
 			       "\"world\":%lld,\"threads\":%lld,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,"
-			       "\"steps\":%lld,\"step_ms\":%.4f",
+			       "\"steps\":%lld,\"step_ms\":%.4f,\"batch_invariant\":%s,"
+			       "\"solo_checked\":%lld,\"solo_differ\":%lld",
 			       i ? "," : "", name, bench.backend, (long long)rows[i], (long long)bench.ctx,
 			       (long long)bench.world, (long long)bench.threads, pf, dc, (long long)steps,
-			       step_ms);
+			       step_ms, bench.invariant ? "true" : "false", (long long)solo.checked,
+			       (long long)solo.differ);
 			if (cuda)
 				printf(",\"copy_gbs\":%.1f,\"floor_bytes\":%.0f,\"floor_ms\":%.4f,"
 				       "\"x_floor\":%.3f,\"kernels_per_step\":%.1f,\"graph_hits_per_step\":%.3f",
@@ -459,12 +502,16 @@ int bench_decode(void)
 			if (bench.draft)
 				printf("  %6.3f %8.2f %9.1f %8.2f", sf.accept, sf.tokens_per_step, sf.tps,
 				       sf.draft_ms);
+			if (solo.checked)
+				printf("  (%lld of %lld tokens unlike fewer rows')", (long long)solo.differ,
+				       (long long)solo.checked);
 			printf("\n");
 		}
 		fflush(stdout);
 	}
 	if (bench.json)
 		printf("]\n");
+	free(solo.tok);
 	tf_model_group_seq_free(m, p0);
 	print_phases(r0);
 	tf_model_group_free(m);

@@ -99,7 +99,7 @@ static tf_status gemv_body(void *arg, void *stream)
 	struct gemv_case *c = arg;
 	for (int i = 0; i < c->launches; i++) {
 		tf_status st = tf_cu_exl3_gemv(&c->L[i % c->copies], c->x, c->rows, c->y, false, c->ws,
-		                               c->sms, (int)bench.blocks_per_sm, stream);
+		                               c->sms, (int)bench.blocks_per_sm, bench.invariant, stream);
 		if (st)
 			return st;
 	}
@@ -116,7 +116,7 @@ static tf_status gemv16_body(void *arg, void *stream)
 			uint32_t m = c->rows - r < 16 ? c->rows - r : 16;
 			tf_status st = tf_cu_exl3_gemv(&c->L[i % c->copies], c->x + (size_t)2 * r * g->k, m,
 			                               c->y + (size_t)4 * r * g->n, false, c->ws, c->sms,
-			                               (int)bench.blocks_per_sm, stream);
+			                               (int)bench.blocks_per_sm, bench.invariant, stream);
 			if (st)
 				return st;
 		}
@@ -159,7 +159,7 @@ static tf_status experts_body(void *arg, void *stream)
 	for (int i = 0; i < c->launches; i++) {
 		tf_status st = tf_cu_exl3_experts(&c->E[i % c->copies], c->tasks, c->ntasks, c->rows_max, c->xrow,
 		                                  c->x, c->y, false, c->ws, c->sms, (int)bench.blocks_per_sm,
-		                                  stream);
+		                                  bench.invariant, stream);
 		if (st)
 			return st;
 	}
@@ -273,7 +273,7 @@ static void time_experts(struct timer *t, const struct tf_cu_device *dev, const 
                          const struct tf_cu_exl3_ws *ws, double gemv_us, double copy_gbs, json_t *cases)
 {
 	const size_t tb = tf_exl3_trellis_bytes(g), all = tb * nexp;
-	struct experts_case ec = {.ntasks = nexp, .rows_max = rows <= 1 ? 1 : 4, .ws = ws, .sms = dev->sms, .x = x};
+	struct experts_case ec = {.ntasks = nexp, .rows_max = rows <= 1 && !bench.invariant ? 1 : 4, .ws = ws, .sms = dev->sms, .x = x};
 	ec.copies = copies_for(all, (size_t)dev->l2_bytes, 64);
 	ec.launches = ec.copies < 16 ? 16 : ec.copies;
 	ec.E = calloc((size_t)ec.copies, sizeof(*ec.E));

@@ -456,6 +456,20 @@ static void cuda_free(struct tf_be *be)
 	free(be);
 }
 
+tf_status tf_cuda_be_set_invariant(struct tf_be *be, int on)
+{
+	if (!be || !be->ops->device)
+		return tf_err(TF_ERR_UNSUPPORTED, "batch-invariant: the %s backend is not CUDA",
+			      be ? be->ops->name : "(none)");
+	cuda_of(be)->invariant = on != 0;
+	return TF_OK;
+}
+
+bool tf_cuda_be_invariant(struct tf_be *be)
+{
+	return be && be->ops->device && cuda_of(be)->invariant;
+}
+
 tf_status tf_cuda_be_memory(struct tf_be *be, uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	*free_bytes = *total_bytes = 0;

@@ -44,18 +44,15 @@ static struct cuda_fn fn_keys_fill = {.name = "tf_attn_keys_fill"};
  * R: the forward gives every row of a layer the same room, and key_off's
  * values stay on the device). The count depends on the layer, never on
  * how many rows share the call, so a row's sums run in the same order
- * alone or batched (a row's result does not depend on its batch), up to
- * calls whose split partials would pass MQA_SPLIT_BYTES (about 400 rows of
- * the release's 640 keys: prefill pieces), which take one split. Before,
- * few rows took more splits to fill the SMs (the same 10 at one row of 640
- * keys) and 64 rows one split, so batched and solo rows differed. */
+ * alone or batched: a row's result does not depend on its batch. Calls
+ * whose split partials would pass MQA_SPLIT_BYTES (about 400 rows of the
+ * release's 640 keys: prefill pieces) run as launches of fewer rows. */
 #define MQA_SPLIT_BYTES ((int64_t)512 << 20)
 
-static int mqa_splits(int64_t room, int64_t R, int64_t H, int64_t D)
+static int mqa_splits(int64_t room, int64_t R)
 {
 	int64_t s = (room / R + 63) / 64;
-	s = s < 1 ? 1 : s > MQA_MAX_SPLITS ? MQA_MAX_SPLITS : s;
-	return R * H * s * (D + 2) * (int64_t)sizeof(float) > MQA_SPLIT_BYTES ? 1 : (int)s;
+	return s < 1 ? 1 : s > MQA_MAX_SPLITS ? MQA_MAX_SPLITS : (int)s;
 }
 
 tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const struct tf_tensor *keys,
@@ -70,23 +67,34 @@ tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const stru
 	if (D > MQA_MAX_D)
 		return tf_err(TF_ERR_ARG, "attention: head width %lld past the kernel's %d",
 			      (long long)D, MQA_MAX_D);
+	if (!R)
+		return TF_OK;
 	int64_t groups = (H + MQA_HEADS - 1) / MQA_HEADS;
-	int S = mqa_splits(room, R, H, D);
+	int S = mqa_splits(room, R);
+	/* rows a launch: all, or as many as MQA_SPLIT_BYTES of partials hold */
+	const int64_t row_part = H * S * (D + 2) * (int64_t)sizeof(float);
+	int64_t step = S > 1 ? MQA_SPLIT_BYTES / row_part : R;
+	step = step < 1 ? 1 : step > R ? R : step;
 	tf_cu_ptr part = 0;
-	if (S > 1 && (st = cuda_scratch(be, (size_t)(R * H * S * (D + 2)) * sizeof(float), &part)))
+	if (S > 1 && (st = cuda_scratch(be, (size_t)(step * row_part), &part)))
 		return st;
 	struct cuda_fn *fn = &fn_mqa[keys->dt == TF_DT_BF16][D <= 128 ? 0 : D <= 256 ? 1 : 2];
 	/* q, keys [NK, D], key_off [R + 1], key_idx [room], sink [H] -> out [R, H, D] f32 */
-	tf_cu_ptr qp = cuda_ptr(q), kp = cuda_ptr(keys), op = cuda_ptr(key_off);
-	tf_cu_ptr ip = cuda_ptr(key_idx), sp = cuda_ptr(sink), outp = cuda_ptr(out);
+	tf_cu_ptr kp = cuda_ptr(keys), ip = cuda_ptr(key_idx), sp = cuda_ptr(sink);
 	int32_t q_dt = (int32_t)q->dt, h32 = (int32_t)H, d32 = (int32_t)D, s32 = S;
 	float scale = 1.0f / sqrtf((float)D);
-	void *p[] = {&qp, &q_dt, &kp, &NK, &op, &ip, &room, &sp, &outp, &part, &h32, &d32, &s32,
-		     &scale};
-	st = cuda_launch(be, fn, (unsigned)(R * groups), (unsigned)S, 256, 0, p);
-	if (!st && S > 1) {
-		void *pm[] = {&part, &sp, &outp, &h32, &d32, &s32};
-		st = cuda_launch(be, &fn_mqa_merge, (unsigned)(R * H), 1, 128, 0, pm);
+	for (int64_t r0 = 0; r0 < R && !st; r0 += step) {
+		const int64_t m = R - r0 < step ? R - r0 : step;
+		tf_cu_ptr qp = cuda_ptr(q) + (uint64_t)(r0 * H * D) * tf_dt_size(q->dt);
+		tf_cu_ptr op = cuda_ptr(key_off) + (uint64_t)r0 * sizeof(int32_t);
+		tf_cu_ptr outp = cuda_ptr(out) + (uint64_t)(r0 * H * D) * sizeof(float);
+		void *p[] = {&qp, &q_dt, &kp, &NK, &op, &ip, &room, &sp, &outp, &part, &h32, &d32,
+			     &s32, &scale};
+		st = cuda_launch(be, fn, (unsigned)(m * groups), (unsigned)S, 256, 0, p);
+		if (!st && S > 1) {
+			void *pm[] = {&part, &sp, &outp, &h32, &d32, &s32};
+			st = cuda_launch(be, &fn_mqa_merge, (unsigned)(m * H), 1, 128, 0, pm);
+		}
 	}
 	if (part)
 		cuda_scratch_release(be, part);

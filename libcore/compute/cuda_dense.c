@@ -99,12 +99,22 @@ tf_status cuda_linear(struct tf_be *be, const struct tf_tensor *x, const struct 
 			      (long long)R, (long long)K, (long long)N);
 	if (!R || !N)
 		return TF_OK;
-	struct tf_cu_blas *blas = cuda_of(be)->blas;
-	if (blas && K > 0 && x->dt == TF_DT_BF16 && w->dt == TF_DT_BF16)
-		st = tf_cu_blas_linear_bf16(blas, cuda_ptr(x), cuda_ptr(w), cuda_ptr(y), (int)R, (int)K,
+	struct cuda_be *c = cuda_of(be);
+	if (c->invariant) {
+		/* the warp kernel 16 rows at a time: a row's sums do not depend
+		 * on the rows beside it (cuBLAS and the tile kernel pick their
+		 * order by the row count) */
+		for (int64_t r0 = 0; r0 < R && !st; r0 += LIN_WARP_ROWS) {
+			int64_t m = R - r0 < LIN_WARP_ROWS ? R - r0 : LIN_WARP_ROWS;
+			struct tf_tensor xs = tf_tensor_rows_of(x, r0, m), ys = tf_tensor_rows_of(y, r0, m);
+			st = linear_own(be, &xs, w, &ys, m, K, N);
+		}
+	} else if (c->blas && K > 0 && x->dt == TF_DT_BF16 && w->dt == TF_DT_BF16) {
+		st = tf_cu_blas_linear_bf16(c->blas, cuda_ptr(x), cuda_ptr(w), cuda_ptr(y), (int)R, (int)K,
 					    (int)N, y->dt == TF_DT_BF16, cuda_stream(be));
-	else
+	} else {
 		st = linear_own(be, x, w, y, R, K, N);
+	}
 	if (st)
 		return tf_err_wrap(st, "linear %lldx%lld by %lldx%lld: ", (long long)R, (long long)K,
 				   (long long)N, (long long)K);

@@ -15,7 +15,8 @@
  *
  * exl3_matmul: up to TF_CU_EXL3_ROWS_MAX rows through the fused GEMV, more
  * through the GEMM (decode to fp16, cuBLAS; GEMM_ROWS rows a launch) or,
- * without cuBLAS, the GEMV 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
+ * without cuBLAS or on the batch-invariant path (tf_cuda_be_set_invariant:
+ * the GEMV's invariant path, tf_cu_exl3_gemv), the GEMV 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
  * kernels read bf16); y is f32 or bf16. A bias is added after, in fp32 as
  * cpu_exl3.c's tf_exl3_matmul does (y = a svh + bias, then one rounding:
  * with a bf16 y the product goes through an f32 scratch).
@@ -26,7 +27,7 @@
  * tasks are sized for the worst case and the spare ones hold no rows (the
  * kernel still decodes their expert 0 for nothing; it has no early exit).
  * Tasks of 1 row, or of 4 where that at least halves the worst-case
- * count. Rows are grouped already, so x row p gives y row p. What the CPU
+ * count; always of 4 on the batch-invariant path (tf_cu_exl3_experts). Rows are grouped already, so x row p gives y row p. What the CPU
  * refuses by reading the index arrays cannot be checked here: a group of
  * an expert outside [0, n_experts) is skipped (its y rows keep what they
  * held) and offsets are clamped to [0, R). Every expert of the array must
@@ -231,7 +232,7 @@ static tf_status matmul_rows(struct tf_be *be, const struct tf_cu_exl3_layer *L,
 	struct cuda_be *c = cuda_of(be);
 	tf_status st;
 	const size_t xrow = 2 * (size_t)L->g.k, yrow = (yt_bf16 ? 2 : 4) * (size_t)L->g.n;
-	if (R > TF_CU_EXL3_ROWS_MAX && c->blas) {
+	if (R > TF_CU_EXL3_ROWS_MAX && c->blas && !c->invariant) {
 		/* GEMM_ROWS at a time: the scratch's u and f32 sums stay
 		 * bounded (the head's Ŵᵀ alone is 1.3 GB); each slice decodes Ŵᵀ
 		 * again, a few percent of its GEMM. */
@@ -254,7 +255,7 @@ static tf_status matmul_rows(struct tf_be *be, const struct tf_cu_exl3_layer *L,
 	for (int64_t r0 = 0; r0 < R && !st; r0 += TF_CU_EXL3_ROWS_MAX) {
 		uint32_t m = (uint32_t)(R - r0 < TF_CU_EXL3_ROWS_MAX ? R - r0 : TF_CU_EXL3_ROWS_MAX);
 		st = tf_cu_exl3_gemv(L, xb + (uint64_t)r0 * xrow, m, yt + (uint64_t)r0 * yrow, yt_bf16,
-				     ws, c->dev.sms, 0, c->stream);
+				     ws, c->dev.sms, 0, c->invariant, c->stream);
 	}
 	return st;
 }
@@ -309,13 +310,13 @@ tf_status cuda_exl3_matmul(struct tf_be *be, const struct tf_exl3_layer *L,
 /* Tasks of rows_max rows, and how many the worst case needs: every row
  * its own task (rows_max 1: R), or sum ceil(len_g / 4) <= (R + 3 G') / 4
  * over the G' <= min(G, R) groups with rows (rows_max 4), taken when that
- * is at most half of R. */
-static uint32_t experts_plan(int64_t R, int64_t G, int64_t *ntasks)
+ * is at most half of R or the path is batch-invariant. */
+static uint32_t experts_plan(int64_t R, int64_t G, bool invariant, int64_t *ntasks)
 {
 	int64_t groups = G < R ? G : R, t4 = (R + 3 * groups) / 4;
 	if (t4 > R)
 		t4 = R;
-	if (2 * t4 <= R) {
+	if (2 * t4 <= R || invariant) {
 		*ntasks = t4;
 		return 4;
 	}
@@ -368,7 +369,8 @@ static tf_status experts_run(struct tf_be *be, const struct tf_cu_exl3_experts *
 {
 	struct cuda_be *c = cuda_of(be);
 	/* Split-K wants ntasks * rows_max * N sums and ntasks * N/128
-	 * counters; a grid of four blocks an SM without it is never split. */
+	 * counters; a grid of four blocks an SM without it is never split
+	 * (the invariant path needs none). */
 	uint64_t want = ((uint64_t)ntasks * rows_max * E->n + 15) / 16;
 	if (want > EXPERTS_WS_MAX || (uint64_t)ntasks * (E->n / 128) >= 4 * (uint64_t)c->dev.sms)
 		want = E->n;
@@ -377,7 +379,8 @@ static tf_status experts_run(struct tf_be *be, const struct tf_cu_exl3_experts *
 	for (int64_t t0 = 0; !st && t0 < ntasks; t0 += TASKS_MAX_LAUNCH) {
 		uint32_t m = (uint32_t)(ntasks - t0 < TASKS_MAX_LAUNCH ? ntasks - t0 : TASKS_MAX_LAUNCH);
 		st = tf_cu_exl3_experts(E, tasks + (uint64_t)t0 * sizeof(struct tf_cu_exl3_task), m,
-					rows_max, xrow, xb, yt, yt_bf16, ws, c->dev.sms, 0, c->stream);
+					rows_max, xrow, xb, yt, yt_bf16, ws, c->dev.sms, 0, c->invariant,
+					c->stream);
 	}
 	return st;
 }
@@ -405,7 +408,7 @@ tf_status cuda_exl3_matmul_experts(struct tf_be *be, const struct tf_exl3_layer 
 		return tf_err(TF_ERR_ARG, "exl3_matmul_experts: experts are %ux%u, x and y want %lldx%lld",
 			      d->E.k, d->E.n, (long long)K, (long long)N);
 	int64_t ntasks;
-	uint32_t rows_max = experts_plan(R, G, &ntasks);
+	uint32_t rows_max = experts_plan(R, G, cuda_of(be)->invariant, &ntasks);
 	tf_cu_ptr xb = 0, xtmp = 0, yt = 0, ytmp = 0, tasks = 0, xrow = 0;
 	bool yt_bf16 = false;
 	if (!(st = cuda_scratch(be, sizeof(struct tf_cu_exl3_task) * (size_t)ntasks, &tasks)) &&

@@ -294,6 +294,11 @@ tf_status tf_model_open(const char *pack_dir, const struct tf_model_opts *opts,
 					     : tf_cpu_be_new(o.threads, &m->be)))
 		goto fail;
 	m->device = m->be->ops->device != 0;
+	if (o.batch_invariant && (st = tf_cuda_be_set_invariant(m->be, 1))) {
+		st = tf_err(TF_ERR_UNSUPPORTED, "model: the batch-invariant path is the cuda "
+			    "backend's (the %s backend has none)", m->be->ops->name);
+		goto fail;
+	}
 	struct tf_kv_config kc;
 	tf_fwd_kv_config(c, o.pages, o.slots, o.max_positions, &kc);
 	kc.window_fmt = o.window_fmt;

@@ -27,6 +27,7 @@
 #ifndef TF_COMPUTE_MODEL_H
 #define TF_COMPUTE_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -64,6 +65,10 @@ struct tf_model_opts {
 				    * pack (tf-pack-synth --sparse), which has the
 				    * headers. Not with prepared. */
 	uint64_t synth_seed;
+	bool batch_invariant;      /* cuda: a row's logits do not depend on the rows
+				    * sharing its forward calls, nor on their count
+				    * (tf_cuda_be_set_invariant); slower. The cpu
+				    * backend refuses it (TF_ERR_UNSUPPORTED). */
 	struct tf_progress *progress; /* weight bytes placed, or NULL (borrowed) */
 };
 

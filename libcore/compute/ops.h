@@ -36,6 +36,7 @@
 #define TF_COMPUTE_OPS_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -419,6 +420,20 @@ tf_status tf_cuda_be_counters(struct tf_be *be, struct tf_be_counters *out);
  * or the driver cannot fingerprint kernels; off drops every graph).
  * TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
 tf_status tf_cuda_be_set_graphs(struct tf_be *be, int on);
+/* The batch-invariant path on or off for be (off when made): on, a row's
+ * results do not depend on the rows that share its calls nor on their
+ * count, and repeat to the bit, so a sequence decoded alone or among
+ * others, drafted or not, gets the same logits. The ops whose order
+ * depends on the rows take one order instead: the EXL3 matmuls the fp16
+ * MMA body for every row count, with split-K sums always meeting in a
+ * thread-block cluster in rank order (cuda/exl3_gemv.h), and no cuBLAS or
+ * tile GEMM; dense linears the warp kernel 16 rows at a time. Attention,
+ * the norms, routing, combine and sampling are batch-invariant either
+ * way. It costs speed (tf-bench decode --batch-invariant; BENCHMARKS.md).
+ * Graphs stay valid: their keys carry the kernels' fingerprint.
+ * TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
+tf_status tf_cuda_be_set_invariant(struct tf_be *be, int on);
+bool tf_cuda_be_invariant(struct tf_be *be);
 /* Release a backend (NULL is a no-op). */
 void tf_be_free(struct tf_be *be);
 

@@ -38,44 +38,71 @@ static struct {
  * kernel with more than 227 KiB − this of its own is not spread. */
 #define SPREAD_SHMEM_MAX (188 * 1024)
 
-/* Switches: -1 until read from the environment or set by
- * tf_cu_exl3_options, tf_cu_exl3_v10 or tf_cu_exl3_cluster. */
-static int opt_pdl = -1, opt_v7 = -1, opt_v10 = -1, opt_spread = -1, opt_cluster = -1;
+/* The alternatives to the tuned path (tf_cu_exl3_variant): bits of
+ * variant, -1 until set or read from $TF_CUDA_EXL3_VARIANT. */
+enum {
+	V_NO_V10 = 1,      /* MUL1 layers of up to 4 rows take the fp16 bodies */
+	V_NO_V7 = 2,       /* one row takes the _r1 body, not the lean v7 */
+	V_NO_CLUSTER = 4,  /* split-K slices always meet in the workspace */
+	V_NO_SPREAD = 8,   /* v10 grids are not spread over the SMs */
+	V_PDL_ALL = 16,    /* every launch is a programmatic dependent launch */
+	V_PDL_NONE = 32,   /* none is (the tuned path: the v10 launches only) */
+};
+static const struct {
+	const char *name;
+	int bit;
+} variant_words[] = {
+	{"no-v10", V_NO_V10}, {"no-v7", V_NO_V7}, {"no-cluster", V_NO_CLUSTER},
+	{"no-spread", V_NO_SPREAD}, {"pdl-all", V_PDL_ALL}, {"pdl-none", V_PDL_NONE},
+};
+static int variant = -1;
 static bool nonportable[9][3][9]; /* the kernel may take clusters of 16 */
 static int static_smem10[9][3]; /* the v10 kernels' static shared memory */
 
-/* A switch that is on unless $name is "0", read once. */
-static bool on_unless_zero(int *opt, const char *name)
+static tf_status variant_parse(const char *spec, const char *what, int *out)
 {
-	if (*opt < 0) {
-		const char *v = getenv(name);
-		*opt = !(v && !strcmp(v, "0"));
+	int bits = 0;
+	char word[32];
+	for (const char *p = spec ? spec : ""; *p;) {
+		size_t n = strcspn(p, ",");
+		if (n == 0 || n >= sizeof word) {
+			return tf_err(TF_ERR_ARG, "%s: '%s' is not a comma list of no-v10, no-v7, "
+				      "no-cluster, no-spread, pdl-all, pdl-none or tuned", what, spec);
+		}
+		memcpy(word, p, n);
+		word[n] = 0;
+		size_t i = 0, nw = sizeof variant_words / sizeof variant_words[0];
+		while (i < nw && strcmp(word, variant_words[i].name))
+			i++;
+		if (i < nw)
+			bits |= variant_words[i].bit;
+		else if (strcmp(word, "tuned"))
+			return tf_err(TF_ERR_ARG, "%s: unknown word '%s' (no-v10, no-v7, no-cluster, "
+				      "no-spread, pdl-all, pdl-none or tuned)", what, word);
+		p += n + (p[n] == ',');
 	}
-	return *opt;
+	if ((bits & V_PDL_ALL) && (bits & V_PDL_NONE))
+		return tf_err(TF_ERR_ARG, "%s: pdl-all and pdl-none together", what);
+	*out = bits;
+	return TF_OK;
 }
 
-/* $TF_CUDA_PDL: 1 every EXL3 GEMV launch is a programmatic dependent
- * launch, 0 none, unset (2) the v10 launches only (they measured faster
- * as dependent launches on every shape, the others slower at 2 bits). */
-static int pdl_env(void)
+tf_status tf_cu_exl3_variant(const char *spec)
 {
-	const char *v = getenv("TF_CUDA_PDL");
-	return !v ? 2 : !strcmp(v, "1") ? 1 : !strcmp(v, "0") ? 0 : 2;
+	int bits = 0;
+	tf_status st = variant_parse(spec ? spec : getenv("TF_CUDA_EXL3_VARIANT"),
+				     spec ? "exl3 variant" : "TF_CUDA_EXL3_VARIANT", &bits);
+	if (!st)
+		variant = bits;
+	return st;
 }
 
-void tf_cu_exl3_options(int pdl)
+/* The variant's bits, read from the environment on first use. */
+static tf_status variant_get(int *bits)
 {
-	opt_pdl = pdl < 0 ? pdl_env() : pdl;
-}
-
-void tf_cu_exl3_v10(int on)
-{
-	opt_v10 = on;
-}
-
-void tf_cu_exl3_cluster(int on)
-{
-	opt_cluster = on;
+	tf_status st = variant < 0 ? tf_cu_exl3_variant(NULL) : TF_OK;
+	*bits = variant;
+	return st;
 }
 
 unsigned tf_cu_exl3_cluster_size(unsigned blocks, unsigned slices, int sms, unsigned cmax)
@@ -91,13 +118,6 @@ static _Thread_local unsigned last_cluster; /* of this thread's last GEMV or exp
 unsigned tf_cu_exl3_last_cluster(void)
 {
 	return last_cluster;
-}
-
-/* The MUL1 body on the int8 tensor cores (v10) for the single layer and
- * the experts launch: on unless $TF_CUDA_EXL3_GEMV10=0. */
-static bool v10_on(void)
-{
-	return on_unless_zero(&opt_v10, "TF_CUDA_EXL3_GEMV10");
 }
 
 static int rows_slot(uint32_t rows, unsigned *tmpl)
@@ -234,15 +254,20 @@ unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem)
 	return shmem <= 0 ? 0 : shmem > SPREAD_SHMEM_MAX ? SPREAD_SHMEM_MAX : (unsigned)shmem;
 }
 
-/* Launch f on grid gx × gy × gz, as a programmatic dependent launch when
- * that is switched on and the driver has cuLaunchKernelEx, and as clusters
- * of cy blocks along y when cy > 1 (the caller checked cluster_fits). */
-static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, unsigned threads,
-                        unsigned shmem, unsigned cy, tf_cu_stream s, void **params, bool v10)
+/* Whether a launch is a programmatic dependent launch: the v10 ones on the
+ * tuned path (faster on every shape measured, the others slower at 2
+ * bits), all or none as the variant says. */
+static bool pdl_of(int bits, bool v10)
 {
-	if (opt_pdl < 0)
-		opt_pdl = pdl_env();
-	const bool pdl = opt_pdl == 1 || (opt_pdl == 2 && v10);
+	return (bits & V_PDL_ALL) || (v10 && !(bits & V_PDL_NONE));
+}
+
+/* Launch f on grid gx × gy × gz, as a programmatic dependent launch when
+ * pdl and the driver has cuLaunchKernelEx, and as clusters of cy blocks
+ * along y when cy > 1 (the caller checked cluster_fits). */
+static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, unsigned threads,
+                        unsigned shmem, unsigned cy, tf_cu_stream s, void **params, bool pdl)
+{
 	if ((pdl || cy > 1) && tf_cu->LaunchKernelEx) {
 		struct tf_cu_launch_attr attr[2] = {{0}};
 		unsigned n = 0;
@@ -270,11 +295,12 @@ static tf_status launch(tf_cu_func f, unsigned gx, unsigned gy, unsigned gz, uns
 	return TF_CU(tf_cu->LaunchKernel(f, gx, gy, gz, threads, 1, 1, shmem, s, params, NULL));
 }
 
-/* Whether every cluster of cy blocks of f's grid gx × cy × gz (256
- * threads, shmem bytes) can be resident at once, so that no cluster waits
- * for another to end: cuOccupancyMaxActiveClusters, remembered per
- * kernel, cluster size and shared memory. */
-static bool cluster_fits(tf_cu_func f, unsigned gx, unsigned cy, unsigned gz, unsigned shmem)
+/* Whether `need` clusters of cy blocks of f (256 threads, shmem bytes) can
+ * be resident at once: with need = gx · gz, every cluster of the grid gx ×
+ * cy × gz, so that no cluster waits for another to end;
+ * cuOccupancyMaxActiveClusters, remembered per kernel, cluster size and
+ * shared memory. */
+static bool cluster_fits(tf_cu_func f, unsigned cy, unsigned long need, unsigned shmem)
 {
 	if (!tf_cu->OccupancyMaxActiveClusters || !tf_cu->LaunchKernelEx)
 		return false;
@@ -288,7 +314,7 @@ static bool cluster_fits(tf_cu_func f, unsigned gx, unsigned cy, unsigned gz, un
 		attr.value.cluster.y = cy;
 		attr.value.cluster.z = 1;
 		struct tf_cu_launch_config c = {
-			.gx = gx, .gy = cy, .gz = gz, .bx = 256, .by = 1, .bz = 1,
+			.gx = 1, .gy = cy, .gz = 1, .bx = 256, .by = 1, .bz = 1,
 			.shmem = shmem, .attrs = &attr, .nattrs = 1,
 		};
 		if (tf_cu->OccupancyMaxActiveClusters(&n, f, &c) != 0)
@@ -300,12 +326,41 @@ static bool cluster_fits(tf_cu_func f, unsigned gx, unsigned cy, unsigned gz, un
 		memo[h].n = n;
 		pthread_mutex_unlock(&mu);
 	}
-	return (unsigned long)n >= (unsigned long)gx * gz;
+	return n > 0 && (unsigned long)n >= need;
+}
+
+/* The batch-invariant plan's slices: at most cmax (16 where every MMA body
+ * of the layer's width and codebook takes non-portable clusters, else 8),
+ * so that they always meet in one cluster, in rank order. */
+static tf_status invariant_cmax(const struct tf_exl3_geom *g, unsigned *cmax)
+{
+	static const unsigned t[4] = {2, 4, 8, 16};
+	bool all = true;
+	for (int i = 0; i < 4; i++) {
+		tf_cu_func f;
+		tf_status st = get_func(g, i + 1, t[i], &f);
+		if (st)
+			return st;
+		pthread_mutex_lock(&mu);
+		all = all && nonportable[g->bits][g->cb][i + 1];
+		pthread_mutex_unlock(&mu);
+	}
+	*cmax = all ? TF_CU_EXL3_CLUSTER_MAX : TF_CU_EXL3_CLUSTER_PORTABLE;
+	return TF_OK;
+}
+
+/* p's slices, fewer where they are more than cmax. */
+static void slices_cap(struct tf_cu_exl3_plan *p, unsigned kb, unsigned cmax)
+{
+	if (p->slices <= cmax)
+		return;
+	p->chunks_per_slice = (kb + cmax - 1) / cmax;
+	p->slices = (kb + p->chunks_per_slice - 1) / p->chunks_per_slice;
 }
 
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
                           bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms, int blocks_per_sm,
-                          tf_cu_stream s)
+                          bool invariant, tf_cu_stream s)
 {
 	tf_status st = tf_exl3_geom_check(&L->g);
 	if (st)
@@ -313,24 +368,37 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	if (rows < 1 || rows > TF_CU_EXL3_ROWS_MAX)
 		return tf_err(TF_ERR_ARG, "exl3 gemv: %u rows (1..%d; more rows take the GEMM path)",
 		              rows, TF_CU_EXL3_ROWS_MAX);
+	int bits;
+	if ((st = variant_get(&bits)))
+		return st;
 	struct tf_cu_exl3_plan p;
 	tf_cu_exl3_plan(&L->g, rows, sms, blocks_per_sm, &p);
-	if (p.slices > 1 && (!ws || ws->n_max < L->g.n))
-		return tf_err(TF_ERR_ARG, "exl3 gemv: the workspace holds %u columns, the layer has %u",
-		              ws ? ws->n_max : 0, L->g.n);
-	unsigned tmpl;
+	unsigned tmpl, inv_cmax = 0;
 	int slot = rows_slot(rows, &tmpl);
 	const unsigned b = L->g.bits;
-	const bool v10 = rows <= 4 && L->g.cb == TF_EXL3_CB_MUL1 && v10_on();
-	if (v10) {
+	const bool v10 = !invariant && rows <= 4 && L->g.cb == TF_EXL3_CB_MUL1 && !(bits & V_NO_V10);
+	if (invariant) {
+		/* One body for every row count: the MMA's columns are rows,
+		 * each summed alone in the same order. */
+		if (tmpl < 2) {
+			tmpl = 2;
+			slot = 1;
+		}
+		if ((st = invariant_cmax(&L->g, &inv_cmax)))
+			return st;
+		slices_cap(&p, L->g.k / 128, inv_cmax);
+	} else if (v10) {
 		slot = SLOT_V10 + (rows == 1 ? 0 : rows == 2 ? 1 : 2);
 		/* The v10 kernels of widths other than 1, 2 and 4 hold three
 		 * words a tile and fit three blocks an SM, not four. */
 		if (b != 1 && b != 2 && b != 4 && (blocks_per_sm <= 0 || blocks_per_sm > 3))
 			tf_cu_exl3_plan(&L->g, rows, sms, 3, &p);
-	} else if (rows == 1 && on_unless_zero(&opt_v7, "TF_CUDA_EXL3_GEMV7")) {
+	} else if (rows == 1 && !(bits & V_NO_V7)) {
 		slot = SLOT_V7;
 	}
+	if (!invariant && p.slices > 1 && (!ws || ws->n_max < L->g.n))
+		return tf_err(TF_ERR_ARG, "exl3 gemv: the workspace holds %u columns, the layer has %u",
+		              ws ? ws->n_max : 0, L->g.n);
 	tf_cu_func f;
 	if ((st = get_func(&L->g, slot, tmpl, &f)))
 		return st;
@@ -341,26 +409,35 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		.chunks_per_slice = (int32_t)p.chunks_per_slice, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	const bool spread = v10 && on_unless_zero(&opt_spread, "TF_CUDA_EXL3_SPREAD");
+	const bool spread = v10 && !(bits & V_NO_SPREAD);
 	unsigned shmem = spread ? tf_cu_exl3_spread(p.grid_x * p.slices, sms, b == 1 || b == 2 || b == 4 ? 4 : 3,
 	                                            static_smem10[b][slot - SLOT_V10])
 	                        : 0;
-	/* The slices of a column block as one cluster (tf_cu_exl3_cluster_size),
-	 * where all the clusters fit at once (spread as planned, else packed
-	 * as the scheduler likes). */
 	unsigned cy = 0;
-	const unsigned cmax = nonportable[b][L->g.cb][slot] ? TF_CU_EXL3_CLUSTER_MAX : TF_CU_EXL3_CLUSTER_PORTABLE;
-	const unsigned want = tf_cu_exl3_cluster_size(p.grid_x * p.slices, p.slices, sms, cmax);
-	if (want && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER")) {
-		if (cluster_fits(f, p.grid_x, p.slices, 1, shmem))
-			cy = want;
-		else if (shmem && cluster_fits(f, p.grid_x, p.slices, 1, 0)) {
-			cy = want;
-			shmem = 0;
+	if (invariant) {
+		/* Always one cluster a column block: the sum in rank order. */
+		cy = p.slices > 1 ? p.slices : 0;
+		if (cy && !cluster_fits(f, cy, 1, 0))
+			return tf_err(TF_ERR_UNSUPPORTED, "exl3 gemv %ux%u b%u: clusters of %u blocks do not "
+			              "fit this device (the batch-invariant path needs them)",
+			              L->g.k, L->g.n, b, cy);
+	} else {
+		/* The slices of a column block as one cluster
+		 * (tf_cu_exl3_cluster_size), where all the clusters fit at once
+		 * (spread as planned, else packed as the scheduler likes). */
+		const unsigned cmax = nonportable[b][L->g.cb][slot] ? TF_CU_EXL3_CLUSTER_MAX : TF_CU_EXL3_CLUSTER_PORTABLE;
+		const unsigned want = tf_cu_exl3_cluster_size(p.grid_x * p.slices, p.slices, sms, cmax);
+		if (want && !(bits & V_NO_CLUSTER)) {
+			if (cluster_fits(f, p.slices, p.grid_x, shmem))
+				cy = want;
+			else if (shmem && cluster_fits(f, p.slices, p.grid_x, 0)) {
+				cy = want;
+				shmem = 0;
+			}
 		}
 	}
 	last_cluster = cy;
-	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, cy, s, params, v10);
+	st = launch(f, p.grid_x, p.slices, 1, 256, shmem, cy, s, params, pdl_of(bits, v10));
 	if (st)
 		return tf_err_wrap(st, "exl3 gemv %ux%u b%u %s rows %u (grid %ux%u): ", L->g.k, L->g.n,
 		                   L->g.bits, tf_exl3_cb_name(L->g.cb), rows, p.grid_x, p.slices);
@@ -424,7 +501,7 @@ uint32_t tf_cu_exl3_route(const int32_t *sel, uint32_t rows, uint32_t topk, uint
 tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks, uint32_t ntasks,
                              uint32_t rows_max, tf_cu_ptr xrow, tf_cu_ptr x, tf_cu_ptr y,
                              bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms,
-                             int blocks_per_sm, tf_cu_stream s)
+                             int blocks_per_sm, bool invariant, tf_cu_stream s)
 {
 	struct tf_exl3_geom g = {E->k, E->n, 4, E->cb};
 	tf_status st = tf_exl3_geom_check(&g);
@@ -433,7 +510,12 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	int slot = rows_max == 1 ? 0 : rows_max == 4 ? 1 : -1;
 	if (slot < 0)
 		return tf_err(TF_ERR_ARG, "exl3 experts: rows_max %u (1 or 4)", rows_max);
-	if (E->cb == TF_EXL3_CB_MUL1 && v10_on())
+	if (invariant && rows_max != 4)
+		return tf_err(TF_ERR_ARG, "exl3 experts: the batch-invariant path takes tasks of 4 rows");
+	int bits;
+	if ((st = variant_get(&bits)))
+		return st;
+	if (!invariant && E->cb == TF_EXL3_CB_MUL1 && !(bits & V_NO_V10))
 		slot += 2;
 	if (ntasks == 0)
 		return TF_OK;
@@ -444,11 +526,15 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	if (slot >= 2 && bps > 3)
 		bps = 3; /* the v10 experts kernels fit three blocks an SM */
 	unsigned target = (unsigned)(sms > 0 ? sms : 132) * bps;
-	unsigned base = nb * ntasks, want = (target + base - 1) / base;
+	/* The batch-invariant plan: slices as for TF_CU_EXL3_INVARIANT_TASKS
+	 * tasks, whatever the count, meeting in a cluster. */
+	unsigned base = nb * (invariant ? TF_CU_EXL3_INVARIANT_TASKS : ntasks);
+	unsigned want = (target + base - 1) / base;
 	if (want > kb)
 		want = kb;
-	if (want > 1 && (!ws || (size_t)ntasks * rows_max * E->n > (size_t)16 * ws->n_max ||
-	                 (size_t)ntasks * nb > tf_cu_exl3_ws_counters(ws->n_max)))
+	if (!invariant && want > 1 &&
+	    (!ws || (size_t)ntasks * rows_max * E->n > (size_t)16 * ws->n_max ||
+	     (size_t)ntasks * nb > tf_cu_exl3_ws_counters(ws->n_max)))
 		want = 1;
 	unsigned cps = (kb + want - 1) / want, slices = (kb + cps - 1) / cps;
 	while (slices > 1 && base * slices > target) { /* no second wave of a few blocks */
@@ -481,24 +567,35 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	pthread_mutex_unlock(&mu);
 	if (st)
 		return st;
+	if (invariant && slices > cmax) {
+		cps = (kb + cmax - 1) / cmax;
+		slices = (kb + cps - 1) / cps;
+	}
 	struct experts_args a = {
 		.trellis = E->trellis, .table = E->table, .suh = E->suh, .svh = E->svh, .tasks = tasks,
 		.xrow = xrow, .x = x, .y = y, .acc = ws ? ws->acc : 0, .count = ws ? ws->count : 0,
 		.k = (int32_t)E->k, .n = (int32_t)E->n, .chunks_per_slice = (int32_t)cps, .y_bf16 = y_bf16,
 	};
 	void *params[] = {&a};
-	/* Not a dependent launch unless $TF_CUDA_PDL=1: an experts block
+	/* Not a dependent launch but in the variant pdl-all: an experts block
 	 * must wait before it reads its task, so nothing overlaps but the
 	 * launch, and the waiting blocks hold their SM slots (6 experts
 	 * 2304x5120 at 4 bits: 26.9 µs as a dependent launch, 21.2 not).
 	 * A task's slices meet in a cluster as in tf_cu_exl3_gemv. */
-	const unsigned want_cy = tf_cu_exl3_cluster_size(nb * slices * ntasks, slices, sms, cmax);
-	const unsigned cy = want_cy && on_unless_zero(&opt_cluster, "TF_CUDA_EXL3_CLUSTER") &&
-	                            cluster_fits(f, nb, slices, ntasks, 0)
-	                        ? want_cy
-	                        : 0;
+	unsigned cy = 0;
+	if (invariant) {
+		cy = slices > 1 ? slices : 0;
+		if (cy && !cluster_fits(f, cy, 1, 0))
+			return tf_err(TF_ERR_UNSUPPORTED, "exl3 experts %ux%u: clusters of %u blocks do not "
+			              "fit this device (the batch-invariant path needs them)", E->k, E->n, cy);
+	} else {
+		const unsigned want_cy = tf_cu_exl3_cluster_size(nb * slices * ntasks, slices, sms, cmax);
+		if (want_cy && !(bits & V_NO_CLUSTER) &&
+		    cluster_fits(f, slices, (unsigned long)nb * ntasks, 0))
+			cy = want_cy;
+	}
 	last_cluster = cy;
-	st = launch(f, nb, slices, ntasks, 256, 0, cy, s, params, false);
+	st = launch(f, nb, slices, ntasks, 256, 0, cy, s, params, (bits & V_PDL_ALL) != 0);
 	if (st)
 		return tf_err_wrap(st, "exl3 experts %ux%u %s: %u tasks (grid %ux%ux%u): ", E->k, E->n,
 		                   tf_exl3_cb_name(E->cb), ntasks, nb, slices, ntasks);

@@ -65,23 +65,21 @@ void tf_cu_exl3_plan(const struct tf_exl3_geom *g, uint32_t rows, int sms, int b
  * and plans were not changed to make clusters fit (capping lost too). */
 unsigned tf_cu_exl3_cluster_size(unsigned blocks, unsigned slices, int sms, unsigned cmax);
 
-/* Set tf_cu_exl3_gemv's dependent-launch switch: 0 no launch is one, 1
- * every launch, 2 the v10 launches only (the default), −1 from
- * $TF_CUDA_PDL (the default). Not thread safe against launches in
- * flight: for tests and benchmarks. */
-void tf_cu_exl3_options(int pdl);
+/* The tuned path is what every launch takes; the alternatives it was
+ * measured against remain for benchmarks and tests, chosen by one
+ * selector: spec is a comma list of
+ *   no-v10      MUL1 layers of up to 4 rows take the fp16 bodies;
+ *   no-v7       one row takes the _r1 body, not the lean v7;
+ *   no-cluster  split-K slices always meet in the workspace;
+ *   no-spread   the v10 grids are not spread over the SMs;
+ *   pdl-all     every launch is a programmatic dependent launch;
+ *   pdl-none    none is (tuned: the v10 launches only);
+ * "" or "tuned" for none of them, NULL to read $TF_CUDA_EXL3_VARIANT
+ * (which the first launch reads otherwise). TF_ERR_ARG naming a word it
+ * does not know (a launch then fails with it). Not thread safe against
+ * launches in flight. kernels/NOTES.md has what each measured. */
+tf_status tf_cu_exl3_variant(const char *spec);
 
-/* Set the switch of the MUL1 body on the int8 tensor cores for up to 4
- * rows (v10, kernels/exl3_gemv10.cu; single layers and the experts
- * launch): 0 off (the fp16 bodies), 1 on, −1 from $TF_CUDA_EXL3_GEMV10
- * (the default: on unless it is "0"). For tests and benchmarks, like
- * tf_cu_exl3_options. */
-void tf_cu_exl3_v10(int on);
-
-/* Set the switch of the cluster launch (tf_cu_exl3_gemv): 0 off (split-K
- * slices meet in the workspace), 1 on, −1 from $TF_CUDA_EXL3_CLUSTER (the
- * default: on unless it is "0"). For tests and benchmarks. */
-void tf_cu_exl3_cluster(int on);
 /* The cluster size (blocks along K) of this thread's last
  * tf_cu_exl3_gemv or tf_cu_exl3_experts launch, 0 when it was not a
  * cluster launch. */
@@ -93,32 +91,40 @@ unsigned tf_cu_exl3_last_cluster(void);
  * ceil(blocks / sms) of them share an SM (228 KiB an SM on Hopper, 1 KiB
  * of it reserved a block; static_smem: the kernel's own), at most
  * 188 KiB; 0 when the grid fills every SM to fit anyway. The v10 launches
- * use it unless $TF_CUDA_EXL3_SPREAD=0. */
+ * use it (but in the variant no-spread). */
 unsigned tf_cu_exl3_spread(unsigned blocks, int sms, int fit, int static_smem);
 
 /* Enqueue y = x · W on stream s. x: bf16 [rows][K]; y: [rows][N], f32 or
- * (y_bf16) bf16; rows 1..16. Up to 4 rows of a MUL1 layer take the v10
- * body (the hash bytes straight into int8 tensor-core MMAs, whose 8
- * columns hold 4 rows' u at the instructions of one; 1.2–1.4× v7 at one
- * row on the H200, 1.1–1.4× the fp16 MMA body at 2 and 4, NOTES.md v10)
- * unless $TF_CUDA_EXL3_GEMV10=0.
- * Other one-row layers take the lean body (v7: fp16 sums
- * over a whole chunk, one fence before the split-K counter; 4–6% faster
- * on the H200) unless $TF_CUDA_EXL3_GEMV7=0.
- * A layer planned as 2..16 slices of K with three or more blocks an SM
- * (tf_cu_exl3_cluster_size) is launched with each column block's slices
- * as one thread-block cluster, where the driver can place every cluster at
- * once: the slices meet in shared memory (no workspace round trips; the
- * sum is in a fixed order), unless $TF_CUDA_EXL3_CLUSTER=0.
- * $TF_CUDA_PDL=1 makes every launch a programmatic dependent launch where
- * the driver has cuLaunchKernelEx (the kernels read x and the workspace
- * and write y only after the launches before them are done); unset, only
- * the v10 launches are (faster on every shape measured), and 0 none. TF_ERR_ARG
- * for a bad geometry, rows, or a workspace too small; driver errors from
- * the launch. */
+ * (y_bf16) bf16; rows 1..16.
+ *
+ * The tuned path: up to 4 rows of a MUL1 layer take the v10 body (the hash
+ * bytes straight into int8 tensor-core MMAs, whose 8 columns hold 4 rows'
+ * u at the instructions of one; 1.2–1.4× v7 at one row on the H200,
+ * 1.1–1.4× the fp16 MMA body at 2 and 4, NOTES.md v10), as programmatic
+ * dependent launches (they read x and the workspace and write y only
+ * after the launches before them are done) with their grid spread over
+ * the SMs. Other one-row layers take the lean body (v7: fp16 sums over a
+ * whole chunk, one fence before the split-K counter; 4–6% faster on the
+ * H200), 2..16 rows the fp16 MMA body. A layer planned as 2..16 slices of
+ * K with three or more blocks an SM (tf_cu_exl3_cluster_size) is launched
+ * with each column block's slices as one thread-block cluster, where the
+ * driver can place every cluster at once: the slices meet in shared
+ * memory in rank order; else they meet in the workspace by fp32 atomics,
+ * in no fixed order.
+ *
+ * invariant (the batch-invariant path): a row's y does not depend on the
+ * rows beside it nor on their count, and repeats to the bit: every row
+ * count takes the fp16 MMA body (each row a column of the MMAs, summed
+ * alone in one order), the plan is the rows' one, and its slices (at most
+ * 16, or 8 where the driver refuses non-portable clusters) always meet in
+ * a cluster in rank order, never in the workspace (ws may be NULL).
+ * TF_ERR_UNSUPPORTED where such a cluster cannot be placed.
+ *
+ * TF_ERR_ARG for a bad geometry, rows, or a workspace too small; driver
+ * errors from the launch. */
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
                           bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms, int blocks_per_sm,
-                          tf_cu_stream s);
+                          bool invariant, tf_cu_stream s);
 
 /* ---- many experts in one launch (MoE) ---- */
 
@@ -162,10 +168,16 @@ uint32_t tf_cu_exl3_route(const int32_t *sel, uint32_t rows, uint32_t topk, uint
  * Split-K uses ws when it is large enough (ntasks·rows_max·N floats),
  * else each block takes all of K; a task's 2..16 slices meet in a
  * thread-block cluster instead where all clusters fit at once (as in
- * tf_cu_exl3_gemv; $TF_CUDA_EXL3_CLUSTER=0: never). */
+ * tf_cu_exl3_gemv). MUL1 experts take the v10 bodies (tf_cu_exl3_variant).
+ *
+ * invariant: rows_max must be 4 (the fp16 MMA body: a pair's y does not
+ * depend on the pairs sharing its task); K is sliced as for
+ * TF_CU_EXL3_INVARIANT_TASKS tasks whatever ntasks is, the slices meeting
+ * in a cluster in rank order, as tf_cu_exl3_gemv's invariant path. */
+#define TF_CU_EXL3_INVARIANT_TASKS 8
 tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks, uint32_t ntasks,
                              uint32_t rows_max, tf_cu_ptr xrow, tf_cu_ptr x, tf_cu_ptr y,
                              bool y_bf16, const struct tf_cu_exl3_ws *ws, int sms,
-                             int blocks_per_sm, tf_cu_stream s);
+                             int blocks_per_sm, bool invariant, tf_cu_stream s);
 
 #endif

@@ -61,7 +61,7 @@ static void one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws, uint32
 	/* bps < 0: plan for one processor, so the whole of K is one slice. */
 	const int sms = bps < 0 ? 1 : dev->sms;
 	bps = bps < 0 ? 1 : bps;
-	GPU_OK(tf_cu_exl3_gemv(&D, dx, rows, dy, y_bf16, ws, sms, bps, NULL));
+	GPU_OK(tf_cu_exl3_gemv(&D, dx, rows, dy, y_bf16, ws, sms, bps, false, NULL));
 	launches++;
 	clustered += tf_cu_exl3_last_cluster() > 0;
 	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
@@ -330,7 +330,7 @@ static void experts_one(const struct tf_cu_device *dev, struct tf_cu_exl3_ws *ws
 	GPU_OK(TF_CU(tf_cu->MemsetD8(dy, 0xFF, 4 * (size_t)npairs * n)));
 	const int sms = bps < 0 ? 1 : dev->sms;
 	bps = bps < 0 ? 1 : bps;
-	GPU_OK(tf_cu_exl3_experts(&E, dtasks, ntasks, rows_max, dxrow, dx, dy, y_bf16, ws, sms, bps, NULL));
+	GPU_OK(tf_cu_exl3_experts(&E, dtasks, ntasks, rows_max, dxrow, dx, dy, y_bf16, ws, sms, bps, false, NULL));
 	elaunches++;
 	eclustered += tf_cu_exl3_last_cluster() > 0;
 	GPU_OK(TF_CU(tf_cu->CtxSynchronize()));
@@ -442,7 +442,7 @@ int main(void)
 	 * default); then the same through the workspace. Every width and
 	 * codebook, rows 1, 2 and 4 (v10 for MUL1), f32 and bf16. */
 	for (int cl = 1; cl >= 0; cl--) {
-		tf_cu_exl3_cluster(cl);
+		GPU_OK(tf_cu_exl3_variant(cl ? "tuned" : "no-cluster"));
 		const int l0 = launches, c0 = clustered;
 		for (uint32_t bits = 1; bits <= 8; bits++)
 			for (int cb = 0; cb < 3; cb++) {
@@ -464,13 +464,13 @@ int main(void)
 		else if (!cl)
 			GPU_CHECK(clustered == c0, "a launch was a cluster launch with clusters off");
 	}
-	tf_cu_exl3_cluster(-1);
+	GPU_OK(tf_cu_exl3_variant("tuned"));
 	/* One row with every launch a programmatic dependent launch
-	 * ($TF_CUDA_PDL=1; by default only v10 launches are): v7 and v10
+	 * (the variant pdl-all; by default only v10 launches are): v7 and v10
 	 * wait for the launch before them before reading x or the workspace.
 	 * Every width and codebook, one slice and many, and the cluster
 	 * shape above. */
-	tf_cu_exl3_options(1);
+	GPU_OK(tf_cu_exl3_variant("pdl-all"));
 	for (uint32_t bits = 1; bits <= 8; bits++)
 		for (int cb = 0; cb < 3; cb++) {
 			if (quick && (bits % 3 != 1 || cb != (int)bits % 3))
@@ -480,13 +480,13 @@ int main(void)
 			one(&dev, &ws, 1024, 5120, bits, cb, 1, false, 0, seed++);
 			cases += 3;
 		}
-	tf_cu_exl3_options(-1);
+	GPU_OK(tf_cu_exl3_variant("tuned"));
 	/* MUL1 at 1..4 rows on v10 (int8 tensor cores, the default) and on the
 	 * fp16 bodies (v7 for one row, the MMA body for more): every width, one
 	 * slice of 20 chunks (three groups of u at 1 and 2 rows, five at 3 and
 	 * 4) and many slices of one chunk, f32 and bf16 output. */
 	for (int v10 = 1; v10 >= 0; v10--) {
-		tf_cu_exl3_v10(v10);
+		GPU_OK(tf_cu_exl3_variant(v10 ? "tuned" : "no-v10"));
 		double before = worst_rel;
 		worst_rel = 0;
 		for (uint32_t bits = 1; bits <= 8; bits++) {
@@ -502,7 +502,7 @@ int main(void)
 		if (before > worst_rel)
 			worst_rel = before;
 	}
-	tf_cu_exl3_v10(-1);
+	GPU_OK(tf_cu_exl3_variant("tuned"));
 	/* Release shapes of DeepSeek-V4.1 at the common widths. */
 	static const uint32_t shapes[][2] = {{5120, 2304}, {2304, 5120}, {4096, 1024}, {1280, 8192}};
 	for (size_t s = 0; s < (quick ? 0u : 4u); s++)
@@ -544,7 +544,7 @@ int main(void)
 	static const uint32_t ebits[8] = {2, 3, 4, 2, 5, 8, 1, 6};
 	int ecases = 0;
 	for (int cl = 1; cl >= 0; cl--) {
-		tf_cu_exl3_cluster(cl);
+		GPU_OK(tf_cu_exl3_variant(cl ? "tuned" : "no-cluster"));
 		for (int cb = 0; cb < 3; cb++) {
 			experts_one(&dev, &ws, 1024, 384, ebits, 8, cb, 1, 6, 1, false, 0, seed++);
 			experts_one(&dev, &ws, 512, 256, ebits, 8, cb, 5, 3, 4, cb == 1, 0, seed++);
@@ -562,15 +562,15 @@ int main(void)
 			GPU_CHECK(eclustered > 0, "no experts launch was a cluster launch");
 		}
 	}
-	tf_cu_exl3_cluster(-1);
+	GPU_OK(tf_cu_exl3_variant("tuned"));
 	/* MUL1 on the fp16 bodies too (v10 is the default): one and four
 	 * routed rows. */
-	tf_cu_exl3_v10(0);
+	GPU_OK(tf_cu_exl3_variant("no-v10"));
 	experts_one(&dev, &ws, 1024, 384, ebits, 8, TF_EXL3_CB_MUL1, 1, 6, 1, false, 0, seed++);
 	experts_one(&dev, &ws, 1024, 384, ebits, 6, TF_EXL3_CB_MUL1, 3, 4, 1, false, -1, seed++);
 	experts_one(&dev, &ws, 512, 384, ebits, 8, TF_EXL3_CB_MUL1, 40, 2, 4, false, 0, seed++);
 	ecases += 3;
-	tf_cu_exl3_v10(-1);
+	GPU_OK(tf_cu_exl3_variant("tuned"));
 	static const uint32_t dsv[6] = {2, 4, 2, 4, 3, 2};
 	if (!quick) {
 		experts_one(&dev, &ws, 5120, 2304, dsv, 6, TF_EXL3_CB_MUL1, 1, 6, 1, false, 0, seed++);

@@ -71,7 +71,7 @@
  * cache's.
  *
  * Usage: gpu_model [--quick] [--break OP] [--preset tiny|small]
- *                  [--seed N] [--threads N] [--kv fp8|bf16]
+ *                  [--seed N] [--threads N] [--kv fp8|bf16] [--batch-invariant]
  *   --quick      the tiny preset, seed 1, prompts of 3, 40 and 150 rows, 8
  *                decode steps, 10 greedy prompts of 16 tokens.
  *   --break OP   (or TF_GPU_MODEL_BREAK=OP) break one op of the device's
@@ -85,6 +85,8 @@
  *   --threads N  CPU backend workers (0, the default: one per CPU).
  *   --kv F       the caches' rows (window, pool, index): fp8 (the default,
  *                as tf-serve runs) or bf16.
+ *   --batch-invariant  the device model on the batch-invariant path
+ *                (model.h), under the same bounds.
  * TF_GPU_MODEL_REF=cpu opens the "device" on the CPU backend: a check of
  * this program without a GPU (the device rows then equal the reference's
  * exactly, except chunks: the CPU's GEMM sums past 16 rows in another
@@ -116,7 +118,7 @@
 enum { MAXLENS = 4, NGREEDY = 40, GSTEPS = 32, MAXB = 16 };
 
 static struct {
-	bool quick, self;
+	bool quick, self, invariant;
 	const char *brk, *preset;
 	int seed, threads, device;
 	enum tf_kv_row_fmt kv;
@@ -592,7 +594,8 @@ static tf_status open_model(const char *pack, bool device, struct tf_model **m)
 	struct tf_model_opts o = {.backend = device && !opt.self ? TF_MODEL_CUDA : TF_MODEL_CPU,
 				  .device = opt.device, .threads = opt.threads,
 				  .slots = NGREEDY + 4, .max_positions = 1024,
-				  .window_fmt = opt.kv, .pool_fmt = opt.kv, .index_fmt = opt.kv};
+				  .window_fmt = opt.kv, .pool_fmt = opt.kv, .index_fmt = opt.kv,
+				  .batch_invariant = device && !opt.self && opt.invariant};
 	return tf_model_open(pack, &o, m);
 }
 
@@ -693,7 +696,7 @@ static void greedy_bound(const char *preset, const struct figures *g)
 static void usage(FILE *f)
 {
 	fputs("usage: gpu_model [--quick] [--break OP] [--preset tiny|small] [--seed N] "
-	      "[--threads N] [--kv fp8|bf16]\n", f);
+	      "[--threads N] [--kv fp8|bf16] [--batch-invariant]\n", f);
 }
 
 static int int_arg(const char *name, const char *v, int lo, int hi)
@@ -716,6 +719,8 @@ static void parse(int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--quick"))
 			opt.quick = true;
+		else if (!strcmp(a, "--batch-invariant"))
+			opt.invariant = true;
 		else if (!strcmp(a, "--break") && v)
 			opt.brk = argv[++i];
 		else if (!strcmp(a, "--preset") && v)
@@ -771,7 +776,8 @@ int main(int argc, char **argv)
 	}
 	atexit(drop_tmpdir);
 	const char *presets[] = {"tiny", "small"};
-	printf("gpu_model: %s%s%s\n", opt.quick ? "quick" : "full",
+	printf("gpu_model: %s%s%s%s\n", opt.quick ? "quick" : "full",
+	       opt.invariant ? ", the batch-invariant path" : "",
 	       opt.brk ? "; breaking " : "", opt.brk ? opt.brk : "");
 	double t0 = gpu_now();
 	for (int p = 0; p < 2; p++) {

@@ -438,6 +438,27 @@ START_TEST(exl3_spread)
 }
 END_TEST
 
+/* The one selector of the EXL3 kernels' alternatives. */
+START_TEST(exl3_variant)
+{
+	ck_assert_int_eq(tf_cu_exl3_variant("no-v10,no-v7,no-cluster,no-spread,pdl-all"), TF_OK);
+	ck_assert_int_eq(tf_cu_exl3_variant(""), TF_OK);
+	tf_status st = tf_cu_exl3_variant("no-v10,bogus");
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "'bogus'"));
+	ck_assert_int_eq(tf_cu_exl3_variant("pdl-all,pdl-none"), TF_ERR_ARG);
+	ck_assert_int_eq(tf_cu_exl3_variant("no-v10,,no-v7"), TF_ERR_ARG);
+	setenv("TF_CUDA_EXL3_VARIANT", "no-v7", 1);
+	ck_assert_int_eq(tf_cu_exl3_variant(NULL), TF_OK);
+	setenv("TF_CUDA_EXL3_VARIANT", "v7", 1);
+	st = tf_cu_exl3_variant(NULL);
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "TF_CUDA_EXL3_VARIANT"));
+	unsetenv("TF_CUDA_EXL3_VARIANT");
+	ck_assert_int_eq(tf_cu_exl3_variant("tuned"), TF_OK);
+}
+END_TEST
+
 /* The launcher's checks, on the fake driver (whose launch does nothing). */
 START_TEST(exl3_gemv_args)
 {
@@ -447,32 +468,37 @@ START_TEST(exl3_gemv_args)
 	struct tf_cu_exl3_layer L = {.g = {512, 256, 4, TF_EXL3_CB_MUL1}, .trellis = 1, .suh = 1, .svh = 1};
 	struct tf_cu_exl3_ws ws;
 	ck_assert_int_eq(tf_cu_exl3_ws_init(&ws, 128), TF_OK);
-	tf_status st = tf_cu_exl3_gemv(&L, 1, 17, 1, false, &ws, 4, 4, NULL);
+	tf_status st = tf_cu_exl3_gemv(&L, 1, 17, 1, false, &ws, 4, 4, false, NULL);
 	ck_assert_int_eq(st, TF_ERR_ARG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "17 rows"));
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 0, 1, false, &ws, 4, 4, NULL), TF_ERR_ARG);
-	st = tf_cu_exl3_gemv(&L, 1, 2, 1, false, &ws, 4, 4, NULL); /* 256 > 128 columns */
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 0, 1, false, &ws, 4, 4, false, NULL), TF_ERR_ARG);
+	st = tf_cu_exl3_gemv(&L, 1, 2, 1, false, &ws, 4, 4, false, NULL); /* 256 > 128 columns */
 	ck_assert_int_eq(st, TF_ERR_ARG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "workspace"));
 	L.g.k = 500;
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, NULL), TF_ERR_ARG);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, false, NULL), TF_ERR_ARG);
 	tf_cu_exl3_ws_release(&ws);
 	ck_assert_int_eq(tf_cu_exl3_ws_init(&ws, 256), TF_OK);
 	L.g.k = 512;
 #if TF_CUDA
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_OK);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, false, NULL), TF_OK);
 	/* One row, with and without the dependent launch (the fake has no
 	 * cuLaunchKernelEx, so both take the plain launch); split over
 	 * slices, it needs the workspace. */
-	tf_cu_exl3_options(1);
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, NULL), TF_OK);
-	tf_cu_exl3_options(0);
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, NULL), TF_OK);
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, NULL), TF_ERR_ARG);
-	tf_cu_exl3_options(-1);
+	ck_assert_int_eq(tf_cu_exl3_variant("pdl-all"), TF_OK);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, false, NULL), TF_OK);
+	ck_assert_int_eq(tf_cu_exl3_variant("pdl-none,no-v10"), TF_OK);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, false, NULL), TF_OK);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, false, NULL), TF_ERR_ARG);
+	/* The batch-invariant path: split slices must meet in a cluster,
+	 * which the fake cannot place (no cuOccupancyMaxActiveClusters). */
+	st = tf_cu_exl3_gemv(&L, 1, 1, 1, false, NULL, 4, 4, true, NULL);
+	ck_assert_int_eq(st, TF_ERR_UNSUPPORTED);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "clusters of"));
+	ck_assert_int_eq(tf_cu_exl3_variant("tuned"), TF_OK);
 #else
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, NULL), TF_ERR_UNAVAILABLE);
-	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, NULL), TF_ERR_UNAVAILABLE);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 5, 1, false, &ws, 4, 4, false, NULL), TF_ERR_UNAVAILABLE);
+	ck_assert_int_eq(tf_cu_exl3_gemv(&L, 1, 1, 1, false, &ws, 4, 4, false, NULL), TF_ERR_UNAVAILABLE);
 #endif
 	tf_cu_exl3_ws_release(&ws);
 	cleanup();
@@ -520,9 +546,12 @@ START_TEST(exl3_route)
 
 	/* Argument checks that come before any launch. */
 	struct tf_cu_exl3_experts E = {.k = 256, .n = 128, .count = 2, .cb = TF_EXL3_CB_MUL1};
-	tf_status st = tf_cu_exl3_experts(&E, 1, 1, 2, 1, 1, 1, false, NULL, 4, 4, NULL);
+	tf_status st = tf_cu_exl3_experts(&E, 1, 1, 2, 1, 1, 1, false, NULL, 4, 4, false, NULL);
 	ck_assert_int_eq(st, TF_ERR_ARG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "rows_max 2"));
+	st = tf_cu_exl3_experts(&E, 1, 1, 1, 1, 1, 1, false, NULL, 4, 4, true, NULL);
+	ck_assert_int_eq(st, TF_ERR_ARG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "tasks of 4 rows"));
 	struct tf_cu_exl3_layer L = {.g = {512, 256, 4, TF_EXL3_CB_MUL1}, .trellis = 1, .suh = 1, .svh = 1};
 	ck_assert_uint_eq(tf_cu_exl3_gemm_scratch(&L.g, 64), 512 * 256 * 2 + 64 * 512 * 2 + 64 * 256 * 4);
 	st = tf_cu_exl3_gemm(&L, 1, 64, 1, false, NULL, 1, 1000, NULL);
@@ -550,6 +579,7 @@ Suite *suite_cuda(void)
 	tcase_add_test(tc, exl3_plan);
 	tcase_add_test(tc, exl3_cluster_size);
 	tcase_add_test(tc, exl3_spread);
+	tcase_add_test(tc, exl3_variant);
 	tcase_add_test(tc, exl3_gemv_args);
 	tcase_add_test(tc, exl3_route);
 	suite_add_tcase(s, tc);
