@@ -15,6 +15,13 @@
 #include "compute/ops_args.h"
 #include "model/exl3.h"
 
+/* Rows a call of tf_exl3_matmul takes: its body for more than
+ * EXL3_AVX2_MAX_ROWS (16) rows sums in another order than the few-row
+ * body, so a row's y would depend on how many rows share the op, and a
+ * request's reply on the requests batched with it (tests/server
+ * cpu.test.mjs); 16 at a time, every row is summed the same way. */
+#define CPU_EXL3_ROWS 16
+
 /* y rows [r0, r0+n) = x rows [r0, r0+n) · L, with xf/yf scratch of n rows. */
 static tf_status exl3_rows(struct tf_be *be, const struct tf_exl3_layer *L,
 			   const struct tf_tensor *x, int64_t r0, int64_t n, struct tf_tensor *y,
@@ -23,7 +30,10 @@ static tf_status exl3_rows(struct tf_be *be, const struct tf_exl3_layer *L,
 	int64_t K = L->g.k, N = L->g.n;
 	cpu_load(x, r0 * K, n * K, xf);
 	float *out = y->dt == TF_DT_F32 ? (float *)y->data + r0 * N : yf;
-	tf_status st = tf_exl3_matmul(L, xf, (size_t)n, out, cpu_pool(be));
+	tf_status st = TF_OK;
+	for (int64_t i = 0; i < n && !st; i += CPU_EXL3_ROWS)
+		st = tf_exl3_matmul(L, xf + i * K, (size_t)(n - i < CPU_EXL3_ROWS ? n - i : CPU_EXL3_ROWS),
+				    out + i * N, cpu_pool(be));
 	if (!st && out == yf)
 		cpu_store(y, r0 * N, n * N, yf);
 	return st;

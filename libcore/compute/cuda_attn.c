@@ -46,7 +46,11 @@ static struct cuda_fn fn_keys_fill = {.name = "tf_attn_keys_fill"};
  * how many rows share the call, so a row's sums run in the same order
  * alone or batched: a row's result does not depend on its batch. Calls
  * whose split partials would pass MQA_SPLIT_BYTES (about 400 rows of the
- * release's 640 keys: prefill pieces) run as launches of fewer rows. */
+ * release's 640 keys: prefill pieces) take one split, which their rows
+ * fill the SMs with (prefill of 4K tokens 1418 tokens/s on the H200,
+ * against 1140 as launches of fewer rows, BENCHMARKS.md), or on the
+ * batch-invariant path run as launches of fewer rows with the splits of
+ * their room. */
 #define MQA_SPLIT_BYTES ((int64_t)512 << 20)
 
 static int mqa_splits(int64_t room, int64_t R)
@@ -71,6 +75,9 @@ tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const stru
 		return TF_OK;
 	int64_t groups = (H + MQA_HEADS - 1) / MQA_HEADS;
 	int S = mqa_splits(room, R);
+	if (S > 1 && !tf_cuda_be_invariant(be) &&
+	    R * H * S * (D + 2) * (int64_t)sizeof(float) > MQA_SPLIT_BYTES)
+		S = 1;
 	/* rows a launch: all, or as many as MQA_SPLIT_BYTES of partials hold */
 	const int64_t row_part = H * S * (D + 2) * (int64_t)sizeof(float);
 	int64_t step = S > 1 ? MQA_SPLIT_BYTES / row_part : R;

@@ -13,10 +13,13 @@
  * by the array's address (again when its layers change), until
  * tf_be_free.
  *
- * exl3_matmul: up to TF_CU_EXL3_ROWS_MAX rows through the fused GEMV, more
- * through the GEMM (decode to fp16, cuBLAS; GEMM_ROWS rows a launch) or,
- * without cuBLAS or on the batch-invariant path (tf_cuda_be_set_invariant:
- * the GEMV's invariant path, tf_cu_exl3_gemv), the GEMV 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
+ * exl3_matmul: up to GEMV_ROWS rows through the fused GEMV, 16 rows a
+ * launch (which reads the trellis once a launch: at 64 rows four launches
+ * measured faster than the GEMM's decode of the whole weight, BENCHMARKS.md
+ * "the batch-invariant path"), more through the GEMM (decode to fp16,
+ * cuBLAS; GEMM_ROWS rows a launch) or, without cuBLAS or on the
+ * batch-invariant path (tf_cuda_be_set_invariant: the GEMV's invariant
+ * path, tf_cu_exl3_gemv), the GEMV 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
  * kernels read bf16); y is f32 or bf16. A bias is added after, in fp32 as
  * cpu_exl3.c's tf_exl3_matmul does (y = a svh + bias, then one rounding:
  * with a bf16 y the product goes through an f32 scratch).
@@ -59,8 +62,9 @@ struct cuda_exl3_experts_dev {
 /* The most split-K columns of the experts workspace (64 MiB of sums). */
 #define EXPERTS_WS_MAX ((uint32_t)1 << 20)
 #define TASKS_MAX_LAUNCH 65535
-/* Rows of one GEMM (prefill) launch. */
+/* Rows of one GEMM (prefill) launch; the most rows the GEMV takes. */
 #define GEMM_ROWS 2048
+#define GEMV_ROWS 64
 #define GRID_Y_MAX 65535
 
 static struct cuda_fn fn_bias_rows = {.name = "tf_dense_bias_rows"};
@@ -232,7 +236,7 @@ static tf_status matmul_rows(struct tf_be *be, const struct tf_cu_exl3_layer *L,
 	struct cuda_be *c = cuda_of(be);
 	tf_status st;
 	const size_t xrow = 2 * (size_t)L->g.k, yrow = (yt_bf16 ? 2 : 4) * (size_t)L->g.n;
-	if (R > TF_CU_EXL3_ROWS_MAX && c->blas && !c->invariant) {
+	if (R > GEMV_ROWS && c->blas && !c->invariant) {
 		/* GEMM_ROWS at a time: the scratch's u and f32 sums stay
 		 * bounded (the head's Ŵᵀ alone is 1.3 GB); each slice decodes Ŵᵀ
 		 * again, a few percent of its GEMM. */

@@ -497,7 +497,7 @@ static tf_status embed(struct tf_fwd *f, const struct tf_tensor *ids, struct tf_
  * gathered (exact). */
 static tf_status head(struct tf_fwd *f, const struct tf_tensor *x, struct tf_tensor *out)
 {
-	int R = f->R, W = f->world, mark = f->ntmp;
+	int R = (int)tf_tensor_rows(x), W = f->world, mark = f->ntmp;
 	if (!f->comm)
 		return fwd_lin(f, &f->w->head, x, out);
 	struct tf_tensor *part, *all;
@@ -561,6 +561,14 @@ static tf_status site(struct tf_fwd *f, uint32_t L, int which, struct tf_tensor 
 	return st;
 }
 
+/* y [n_out, cols] = the out rows of x [R, cols] (seen as rows of cols). */
+static tf_status head_rows(struct tf_fwd *f, const struct tf_tensor *x, struct tf_tensor *y,
+			   int64_t cols)
+{
+	struct tf_tensor xv = fwd_view2(x, f->R, cols), yv = fwd_view2(y, f->n_out, cols);
+	return fwd_move(f, &xv, f->out, &yv, NULL, f->n_out);
+}
+
 static tf_status run_blocks(struct tf_fwd *f, struct tf_tensor *logits)
 {
 	const struct tf_config *c = f->c;
@@ -613,10 +621,22 @@ static tf_status run_blocks(struct tf_fwd *f, struct tf_tensor *logits)
 	if (st)
 		goto out;
 	tf_phase_begin(f->ph, f->ph_head);
-	if (!(st = be->ops->hc_collapse(be, X, pre_in, cl)) && /* §12 */
-	    !(st = be->ops->rmsnorm(be, cl, f->draft ? &w->mtp_norm : &w->norm, c->eps, xin)) &&
-	    !(st = head(f, xin, logits)) && f->hidden)
+	if (f->out) { /* §12 on the rows whose logits are asked for */
+		struct tf_tensor *Xo, *po, *clo, *xo;
+		if (f->n_out &&
+		    !(st = fwd_tmp(f, &Xo, TF_DT_BF16, 3, f->n_out, S, c->hidden)) &&
+		    !(st = fwd_tmp(f, &po, TF_DT_F32, 2, f->n_out, S, 1)) &&
+		    !(st = fwd_tmp(f, &clo, TF_DT_BF16, 2, f->n_out, c->hidden, 1)) &&
+		    !(st = fwd_tmp(f, &xo, TF_DT_BF16, 2, f->n_out, c->hidden, 1)) &&
+		    !(st = head_rows(f, X, Xo, S * c->hidden)) && !(st = head_rows(f, pre_in, po, S)) &&
+		    !(st = be->ops->hc_collapse(be, Xo, po, clo)) &&
+		    !(st = be->ops->rmsnorm(be, clo, &w->norm, c->eps, xo)))
+			st = head(f, xo, logits);
+	} else if (!(st = be->ops->hc_collapse(be, X, pre_in, cl)) && /* §12 */
+		   !(st = be->ops->rmsnorm(be, cl, f->draft ? &w->mtp_norm : &w->norm, c->eps, xin)) &&
+		   !(st = head(f, xin, logits)) && f->hidden) {
 		st = be->ops->download(be, cl, f->hidden);
+	}
 	tf_phase_end(f->ph, f->ph_head);
 out:
 	free(ident);
@@ -641,7 +661,10 @@ static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const in
 	const struct tf_sample_params *sp = f->sp;
 	const int64_t *sp_pos = f->sp_pos;
 	int32_t *tokens = f->tokens;
-	tf_status st = TF_OK;
+	const int *out = f->out;
+	int n_out = f->n_out, o = 0; /* out rows before this chunk */
+	int *local = out ? malloc(sizeof *local * (size_t)(n_out ? n_out : 1)) : NULL;
+	tf_status st = out && !local ? fwd_nomem() : TF_OK;
 	for (int i = 0; i < R && !st;) {
 		int n = 1;
 		while (i + n < R && seq[i + n] == seq[i] && n < cap)
@@ -649,13 +672,29 @@ static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const in
 		f->sp = sp ? sp + i : NULL;
 		f->sp_pos = sp_pos ? sp_pos + i : NULL;
 		f->tokens = tokens ? tokens + i : NULL;
-		st = tf_fwd_run_taps(f, n, ids + i, pos + i, seq + i, logits ? logits + (int64_t)i * V : NULL,
+		int64_t lrow = i;
+		if (out) { /* the chunk's out rows, from its first row */
+			int k = 0;
+			while (o + k < n_out && out[o + k] < i + n) {
+				local[k] = out[o + k] - i;
+				k++;
+			}
+			f->out = local;
+			f->n_out = k;
+			lrow = o;
+			o += k;
+		}
+		st = tf_fwd_run_taps(f, n, ids + i, pos + i, seq + i,
+				     logits ? logits + lrow * V : NULL,
 				     taps ? taps + (int64_t)i * tw : NULL);
 		i += n;
 	}
 	f->sp = sp;
 	f->sp_pos = sp_pos;
 	f->tokens = tokens;
+	f->out = out;
+	f->n_out = n_out;
+	free(local);
 	return st;
 }
 
@@ -663,6 +702,29 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
 		     const int *seq, float *logits)
 {
 	return tf_fwd_run_taps(f, R, ids, pos, seq, logits, NULL);
+}
+
+tf_status tf_fwd_run_rows(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, int n_out, const int *out, float *logits, uint16_t *taps)
+{
+	if (n_out < 0 || n_out > R || (n_out && (!out || !logits)))
+		return tf_err(TF_ERR_ARG, "forward: %d logit rows of %d", n_out, R);
+	bool all = n_out == R;
+	for (int i = 0; i < n_out; i++) {
+		if (out[i] < 0 || out[i] >= R || (i && out[i] <= out[i - 1]))
+			return tf_err(TF_ERR_ARG, "forward: logit row %d (%d) is not an increasing "
+				      "row of the %d", i, out[i], R);
+		all = all && out[i] == i;
+	}
+	if (all) /* every row's: the plain call (a decode call keeps its graph) */
+		return tf_fwd_run_taps(f, R, ids, pos, seq, logits, taps);
+	static float none; /* n_out 0: a logits pointer that is never written */
+	f->out = out ? out : (const int *)&f->n_out;
+	f->n_out = n_out;
+	tf_status st = tf_fwd_run_taps(f, R, ids, pos, seq, logits ? logits : &none, taps);
+	f->out = NULL;
+	f->n_out = 0;
+	return st;
 }
 
 static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
@@ -723,7 +785,8 @@ static tf_status call_state(struct tf_fwd *f, struct tf_tensor **logits)
 	    (st = fwd_tmp(f, &f->cand, TF_DT_U8, 2, R, f->cand_nblk, 1)) ||
 	    (f->taps && (st = fwd_tmp(f, &f->tapt, TF_DT_BF16, 3, R, c->n_dspark_targets, c->hidden))))
 		goto out;
-	st = fwd_tmp(f, logits, TF_DT_F32, 2, R, c->vocab, 1);
+	if (!f->out || f->n_out)
+		st = fwd_tmp(f, logits, TF_DT_F32, 2, f->out ? f->n_out : R, c->vocab, 1);
 out:
 	free(p32);
 	return st;
@@ -735,7 +798,8 @@ static tf_status call_out(struct tf_fwd *f, const struct tf_tensor *lg, float *l
 	struct tf_be *be = f->be;
 	tf_phase_begin(f->ph, f->ph_out);
 	tf_status st = f->tokens ? be->ops->sample(be, lg, f->sp, f->sp_pos, f->tokens)
-				 : be->ops->download(be, lg, logits);
+		       : lg	 ? be->ops->download(be, lg, logits)
+				 : TF_OK; /* no row's logits asked for */
 	tf_phase_end(f->ph, f->ph_out);
 	return st;
 }
@@ -785,11 +849,12 @@ static void work_undo(void *arg)
 }
 
 /* The key of a call's shape for ops->graph, or NULL to run it eagerly:
- * decode calls only (one row a sequence, no draft pass, no hidden rows);
+ * decode calls only (one row a sequence, no draft pass, no hidden rows,
+ * every row's logits);
  * the backend tells calls of one key apart by their work. */
 static const char *work_key(const struct tf_fwd *f, char *buf, size_t n)
 {
-	if (f->draft || f->hidden || f->nsegs != f->R)
+	if (f->draft || f->hidden || f->out || f->nsegs != f->R)
 		return NULL;
 	snprintf(buf, n, "fwd.decode.R%d%s", f->R, f->taps ? ".taps" : "");
 	return buf;

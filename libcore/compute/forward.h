@@ -155,6 +155,14 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
 tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, float *logits, uint16_t *taps);
 
+/* The same, with the logits of rows out[0..n_out) alone (row indices,
+ * increasing): logits [n_out, vocab]. The final norm and the head run on
+ * those rows only, so a prompt's rows whose logits nobody reads cost no
+ * head matmul and no download; n_out 0 runs none. Every row still writes
+ * the cache (and taps). */
+tf_status tf_fwd_run_rows(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, int n_out, const int *out, float *logits, uint16_t *taps);
+
 /* The same, drawing each row's token on the backend instead of bringing
  * its logits to the host: the backend's sample op (ops.h) with params[r]
  * at draw_pos[r] (the position the token will take), tokens [R] (host).

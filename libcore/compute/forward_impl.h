@@ -56,6 +56,10 @@ struct tf_fwd {
 	const struct tf_sample_params *sp;
 	const int64_t *sp_pos;
 	int32_t *tokens;
+	/* tf_fwd_run_rows: the logits of rows out[0..n_out) alone (out NULL:
+	 * every row's) */
+	const int *out;
+	int n_out;
 	const int32_t *ids;
 	const int64_t *pos;
 	const int *seq;

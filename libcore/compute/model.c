@@ -505,7 +505,7 @@ tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *id
  * tokens drawn on the backend (tokens not NULL). */
 static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
 			 const int *seq, float *logits, const struct tf_sample_params *params,
-			 const int64_t *draw_pos, int32_t *tokens)
+			 const int64_t *draw_pos, int32_t *tokens, int n_out, const int *out)
 {
 	tf_status st = tf_cuda_be_use(m->be);
 	if (st)
@@ -518,6 +518,7 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 	}
 	if (!m->dspark) {
 		st = tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, NULL)
+		     : out  ? tf_fwd_run_rows(m->fwd, R, ids, pos, seq, n_out, out, logits, NULL)
 			    : tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
 		return st ? st : tf_phases_round(m->phases, R);
 	}
@@ -532,6 +533,7 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 		m->taps_rows = R;
 	}
 	st = tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, m->taps)
+	     : out  ? tf_fwd_run_rows(m->fwd, R, ids, pos, seq, n_out, out, logits, m->taps)
 		    : tf_fwd_run_taps(m->fwd, R, ids, pos, seq, logits, m->taps);
 	if (!st)
 		st = tf_dspark_context(m->dspark, R, m->taps, pos, seq);
@@ -545,7 +547,7 @@ static tf_status mirror_run(struct tf_model *m, struct tf_model_call *c, float *
 	tf_status st = m->mirror.before ? m->mirror.before(m->mirror.ctx, c) : TF_OK;
 	if (st)
 		return st;
-	st = forward(m, c->R, c->ids, c->pos, c->seq, logits, c->params, c->draw_pos, tokens);
+	st = forward(m, c->R, c->ids, c->pos, c->seq, logits, c->params, c->draw_pos, tokens, 0, NULL);
 	if (m->mirror.after) {
 		c->st = st;
 		m->mirror.after(m->mirror.ctx, c);
@@ -565,6 +567,34 @@ tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const 
 		return tf_err(TF_ERR_ARG, "model: no logits");
 	struct tf_model_call c = {.op = TF_MODEL_OP_FORWARD, .R = R, .ids = ids, .pos = pos, .seq = seq};
 	return mirror_run(m, &c, logits, NULL);
+}
+
+tf_status tf_model_forward_rows(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
+				const int *seq, int n_out, const int *out, float *logits)
+{
+	if (n_out < 0 || n_out > R || (n_out && (!out || !logits)))
+		return tf_err(TF_ERR_ARG, "model: %d logit rows of %d", n_out, R);
+	if (!m->mirror.before && !m->mirror.after) {
+		/* the check of the rows' order is the forward's */
+		return forward(m, R, ids, pos, seq, logits, NULL, NULL, NULL, n_out,
+			       out ? out : &n_out);
+	}
+	/* Mirrored ranks replay plain forward calls: the whole call, then
+	 * the rows asked for. */
+	float *all = tf_alloc_array((size_t)R * m->c.vocab, sizeof *all);
+	if (!all)
+		return tf_err(TF_ERR_NOMEM, "model: logits of %d rows", R);
+	tf_status st = tf_model_forward(m, R, ids, pos, seq, all);
+	for (int i = 0; i < n_out && !st; i++) {
+		if (out[i] < 0 || out[i] >= R || (i && out[i] <= out[i - 1]))
+			st = tf_err(TF_ERR_ARG, "model: logit row %d (%d) is not an increasing row of "
+				    "the %d", i, out[i], R);
+		else
+			memcpy(logits + (size_t)i * m->c.vocab, all + (size_t)out[i] * m->c.vocab,
+			       sizeof *all * m->c.vocab);
+	}
+	free(all);
+	return st;
 }
 
 tf_status tf_model_forward_sample(struct tf_model *m, int R, const int32_t *ids,

@@ -134,6 +134,16 @@ tf_status tf_model_check_rows(const struct tf_model *m, int R, const int32_t *id
 tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
 			   const int *seq, float *logits);
 
+/* The same call with the logits of rows out[0..n_out) alone (indices
+ * into the R rows, increasing): logits [n_out, vocab], equal to those
+ * rows of tf_model_forward's. On one rank the final norm and the head run
+ * on those rows only, so a prompt's rows that need no logits cost neither
+ * the head nor the download; through a mirror (ranks) the whole call runs
+ * and the rows are picked from it. n_out 0: no logits (logits may be
+ * NULL). TF_ERR_ARG for rows out of order or range. */
+tf_status tf_model_forward_rows(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
+				const int *seq, int n_out, const int *out, float *logits);
+
 /* The same call, each row's token drawn on the backend from its logits
  * (sample.h's keyed rule with params[r] at draw_pos[r], the position the
  * token will take) without the logits leaving it: tokens [R]. Draws what

@@ -32,7 +32,9 @@ struct cpu {
 	int32_t *ids;
 	int64_t *pos;
 	int *seq;
-	float *logits;
+	int *out;      /* the rows whose logits the round reads */
+	float *logits; /* theirs, [cap_out][vocab] */
+	size_t cap_out;
 	size_t caprows;
 	struct tf_propose_req *reqs;
 	int *rowreq; /* a decode row's index in reqs, or -1 */
@@ -55,9 +57,24 @@ static tf_status grow(struct cpu *c, size_t rows)
 	if (tf_realloc_array(&c->ids, cap, sizeof *c->ids) ||
 	    tf_realloc_array(&c->pos, cap, sizeof *c->pos) ||
 	    tf_realloc_array(&c->seq, cap, sizeof *c->seq) ||
-	    tf_realloc_array(&c->logits, cap * c->vocab, sizeof *c->logits))
-		return tf_err(TF_ERR_NOMEM, "cannot hold %zu rows of logits", cap);
+	    tf_realloc_array(&c->out, cap, sizeof *c->out))
+		return tf_err(TF_ERR_NOMEM, "cannot hold %zu rows", cap);
 	c->cap = cap;
+	return TF_OK;
+}
+
+/* Room for n rows of logits (a round's decode rows, drafts and finished
+ * prompts; not every prompt row). */
+static tf_status grow_logits(struct cpu *c, size_t n)
+{
+	if (n <= c->cap_out)
+		return TF_OK;
+	size_t cap = c->cap_out ? c->cap_out : 16;
+	while (cap < n)
+		cap *= 2;
+	if (tf_realloc_array(&c->logits, cap * c->vocab, sizeof *c->logits))
+		return tf_err(TF_ERR_NOMEM, "cannot hold %zu rows of logits", cap);
+	c->cap_out = cap;
 	return TF_OK;
 }
 
@@ -275,9 +292,10 @@ static tf_status propose(struct cpu *c, struct tf_engine_round *r, size_t *extra
 	return TF_OK;
 }
 
-/* Verify decode row `row` whose rows begin at `at`: draw after the pending
- * token and after each accepted draft, in order, as plain rows would. */
-static void verify(struct cpu *c, struct tf_engine_row *row, size_t at)
+/* Verify decode row `row` whose rows begin at `at` (their logits at row
+ * lat of c->logits): draw after the pending token and after each accepted
+ * draft, in order, as plain rows would. */
+static void verify(struct cpu *c, struct tf_engine_row *row, size_t at, size_t lat)
 {
 	struct tf_lane *lane = row->lane;
 	int64_t P = c->pos[at];
@@ -287,7 +305,7 @@ static void verify(struct cpu *c, struct tf_engine_row *row, size_t at)
 	uint32_t a = 0;
 	int64_t keep = P + 1 + k; /* the sequence as the forward left it */
 	for (uint32_t j = 0;; j++) {
-		float *lg = c->logits + (at + j) * c->vocab;
+		float *lg = c->logits + (lat + j) * c->vocab;
 		tf_status st = draw(c, lg, lane, (uint64_t)(P + j + 1), &row->tokens[j]);
 		if (st) {
 			if (j == 0) {
@@ -333,7 +351,7 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 	if ((st = grow(c, rows)))
 		return st;
 	make_room(c, r);
-	size_t at = 0;
+	size_t at = 0, nout = 0;
 	for (size_t i = 0; i < r->npieces; i++) {
 		const struct tf_engine_piece *pc = &r->pieces[i];
 		for (uint32_t t = pc->start; t < pc->end; t++, at++) {
@@ -341,6 +359,8 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 			c->pos[at] = t;
 			c->seq[at] = lane_seq(pc->lane);
 		}
+		if (pc->end == pc->lane->nprompt) /* the first token's logits */
+			c->out[nout++] = (int)at - 1;
 	}
 	for (size_t i = 0; i < r->nrows; i++) {
 		struct tf_engine_row *row = &r->rows[i];
@@ -353,13 +373,18 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 			c->ids[at] = j ? q->drafts[j - 1] : lane->last;
 			c->pos[at] = P + j;
 			c->seq[at] = lane_seq(lane);
+			c->out[nout++] = (int)at;
 		}
 	}
+	if ((st = grow_logits(c, nout)))
+		return st;
 	double t0 = now_s();
-	if ((st = tf_model_forward(c->model, (int)rows, c->ids, c->pos, c->seq, c->logits)))
+	if ((st = tf_model_forward_rows(c->model, (int)rows, c->ids, c->pos, c->seq, (int)nout,
+					c->out, c->logits)))
 		return st;
 	tf_depth_observe(&c->depth, (uint32_t)rows, now_s() - t0);
 	at = 0;
+	size_t lat = 0; /* the next row of c->logits */
 	for (size_t i = 0; i < r->npieces; i++) {
 		struct tf_engine_piece *pc = &r->pieces[i];
 		at += pc->end - pc->start;
@@ -368,7 +393,7 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 			if (ls->save[k] == pc->end)
 				save(c, pc->lane, pc->end);
 		if (pc->end == pc->lane->nprompt) {
-			float *lg = c->logits + (at - 1) * c->vocab;
+			float *lg = c->logits + lat++ * c->vocab;
 			if ((pc->st = draw(c, lg, pc->lane, pc->end, &pc->tokens[0])))
 				continue;
 			pc->ntokens = 1;
@@ -379,8 +404,9 @@ static tf_status forward(void *ctx, struct tf_engine_round *r)
 	for (size_t i = 0; i < r->nrows; i++) {
 		struct tf_engine_row *row = &r->rows[i];
 		uint32_t k = row->drafted;
-		verify(c, row, at);
+		verify(c, row, at, lat);
 		at += 1 + k;
+		lat += 1 + k;
 		if (!k)
 			continue;
 		struct lane_state *ls = row->lane->state;
@@ -417,6 +443,7 @@ static void cpu_free(void *ctx)
 	free(c->ids);
 	free(c->pos);
 	free(c->seq);
+	free(c->out);
 	free(c->logits);
 	free(c->undrawable);
 	free(c);

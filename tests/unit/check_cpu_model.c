@@ -279,6 +279,65 @@ START_TEST(forward_sample_draws_as_the_host)
 }
 END_TEST
 
+/* Logits of some rows alone (tf_model_forward_rows): those rows of the
+ * whole call's, within the head's rounding (the head's matmul sums fewer
+ * rows), in a call of two sequences, in one past the pass cap (run_split:
+ * the rows of each pass), and with no rows at all; the cache is written
+ * either way (a later row equals the whole call's); bad lists refused. */
+START_TEST(forward_rows_are_the_calls)
+{
+	enum { N = 300 }; /* one sequence of N - T rows past the 252-row pass */
+	make_pack(4);
+	positions = 512;
+	struct tf_model *m = open_model();
+	positions = 64;
+	uint32_t V = tf_model_config(m)->vocab;
+	static int32_t tok[N];
+	static int64_t pos[N];
+	static int sq[N];
+	float *all = malloc(sizeof(float) * N * V), *some = malloc(sizeof(float) * N * V);
+	const int out[] = {0, 5, T - 1, T, 100, 251, 252, 253, N - 1};
+	const int nout = (int)(sizeof out / sizeof out[0]);
+	for (int pass = 0; pass < 2; pass++) {
+		int s0, s1;
+		ck_assert_int_eq(tf_model_seq_new(m, &s0), TF_OK);
+		ck_assert_int_eq(tf_model_seq_new(m, &s1), TF_OK);
+		for (int i = 0; i < N; i++) { /* T rows of s0, then s1's */
+			tok[i] = (int32_t)((i * 53 + 7) % (int)V);
+			sq[i] = i < T ? s0 : s1;
+			pos[i] = i < T ? i : i - T;
+		}
+		ck_assert_int_eq(pass ? tf_model_forward_rows(m, N, tok, pos, sq, nout, out, some)
+				      : tf_model_forward(m, N, tok, pos, sq, all), TF_OK);
+		if (pass)
+			for (int k = 0; k < nout; k++) {
+				double d = tinypack_rel(some + (size_t)k * V, all + (size_t)out[k] * V, V);
+				ck_assert_msg(d < 1e-5, "row %d: %.3g", out[k], d);
+			}
+		/* the cache holds every row: the next one continues it */
+		int32_t nx = 3;
+		int64_t p1 = N - T;
+		ck_assert_int_eq(tf_model_forward_rows(m, 1, &nx, &p1, &s1, 0, NULL, NULL), TF_OK);
+		ck_assert_int_eq(tf_model_seq_len(m, s1), N - T + 1);
+		tf_model_seq_free(m, s0);
+		tf_model_seq_free(m, s1);
+	}
+	int s;
+	ck_assert_int_eq(tf_model_seq_new(m, &s), TF_OK);
+	const int bad[] = {2, 1};
+	for (int i = 0; i < 3; i++) {
+		pos[i] = i;
+		sq[i] = s;
+	}
+	ck_assert_int_eq(tf_model_forward_rows(m, 3, tok, pos, sq, 2, bad, some), TF_ERR_ARG);
+	ck_assert_int_eq(tf_model_forward_rows(m, 3, tok, pos, sq, 4, out, some), TF_ERR_ARG);
+	free(all);
+	free(some);
+	tf_model_free(m);
+	drop_pack();
+}
+END_TEST
+
 /* A longer window ring runs a prompt in fewer passes (pass_cap = ring -
  * window): the logits equal those of the default ring's passes, and a
  * rollback may go back as far as the ring allows. */
@@ -358,6 +417,7 @@ Suite *suite_cpu_model(void)
 	tcase_add_test(tc, long_prefill_matches_decode);
 	tcase_add_test(tc, synthetic_weights);
 	tcase_add_test(tc, forward_sample_draws_as_the_host);
+	tcase_add_test(tc, forward_rows_are_the_calls);
 	tcase_add_test(tc, ring_sets_the_pass);
 	tcase_add_test(tc, bad_packs_refused);
 	suite_add_tcase(s, tc);
