@@ -8,8 +8,12 @@
 # layers, loaded by tf-bench serve at concurrency 1, 16 and 64 (prompts of
 # 400 random words, 64 tokens each). BIN holds tf-bench, tf-pack-synth and
 # tf-serve (default build/bin). Each step's log goes to OUT; a summary line
-# per step to OUT/summary.txt. Runs on a GPU host (tools/gpu-check.sh's).
+# per step to OUT/summary.txt. STEPS (default all) picks some of: dec1k
+# dec1k-eager dec4k dec32k serve; SERVE_C the concurrencies (1 16 64).
+# Runs on a GPU host (tools/gpu-check.sh's).
 set -u
+steps=" ${STEPS:-dec1k dec1k-eager dec4k dec32k serve} "
+on() { [[ $steps == *" $1 "* ]]; }
 out=${1:?usage: gpu-model-bench.sh OUT [BIN]}
 bin=${2:-build/bin}
 mkdir -p "$out"
@@ -17,18 +21,22 @@ S=$out/summary.txt
 step() {
 	local name=$1 limit=$2 s rc
 	shift 2
+	on "${name%%-c*}" || on "$name" || return 0
 	s=$(date +%s)
 	timeout "$limit" "$@" >"$out/$name.log" 2>&1
 	rc=$?
 	echo "$name rc=$rc $(($(date +%s) - s)) s" >>"$S"
 }
-dec() { "$bin/tf-bench" decode --backend cuda --preset release --layers 20 "$@"; }
-step dec1k 150 dec -r 1,4,16,64 --ctx 1024 -t 3
-step dec1k-eager 150 env TF_CUDA_GRAPHS=0 "$bin/tf-bench" decode --backend cuda --preset release \
-	--layers 20 -r 1,64 --ctx 1024 -t 3
-step dec4k 150 dec -r 1,4,16,64 --ctx 4096 -t 3
-step dec32k 250 dec -r 1,16,64 --ctx 32768 -t 3
+dec="$bin/tf-bench decode --backend cuda --preset release --layers 20"
+# shellcheck disable=SC2086 # $dec is words
+{
+	step dec1k 150 $dec -r 1,4,16,64 --ctx 1024 -t 3
+	step dec1k-eager 150 env TF_CUDA_GRAPHS=0 $dec -r 1,64 --ctx 1024 -t 3
+	step dec4k 150 $dec -r 1,4,16,64 --ctx 4096 -t 3
+	step dec32k 250 $dec -r 1,16,64 --ctx 32768 -t 3
+}
 
+on serve || { cat "$S"; exit 0; }
 pack=$(mktemp -d /tmp/tf-rel20.XXXXXX)
 trap 'kill "$srv" 2>/dev/null; rm -rf "$pack"' EXIT
 "$bin/tf-pack-synth" -p release --layers 20 --sparse -q -o "$pack/rel20"
@@ -40,7 +48,7 @@ for i in $(seq 1 180); do
 	sleep 1
 done
 echo "serve up after $i s" >>"$S"
-for c in 1 16 64; do
+for c in ${SERVE_C:-1 16 64}; do
 	n=$((c * 2))
 	[ "$c" = 1 ] && n=4
 	step "serve-c$c" 300 "$bin/tf-bench" serve --port 18090 --model rel20 --random-words 400 \

@@ -382,7 +382,8 @@ static void on_data(struct lreq *q, const char *d, size_t n, double t)
 		return;
 	}
 	json_error_t e;
-	json_t *v = json_loadb(d, n, 0, &e);
+	/* text may hold U+0000 (a token of byte 0), which JSON allows as \u0000 */
+	json_t *v = json_loadb(d, n, JSON_ALLOW_NUL, &e);
 	if (!v) {
 		fail(q, "an event is not JSON");
 		return;
