@@ -2,6 +2,8 @@
 #include "cuda/rec.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define REC_STREAMS 64
@@ -62,8 +64,39 @@ struct tf_cu_rec *tf_cu_rec_of(tf_cu_stream s)
 	return r;
 }
 
+/* $TF_CUDA_GRAPHS_TRACE: a file that gets a line for every item a dry
+ * pass hashes, so that two passes whose fingerprints differ can be
+ * compared item by item (tf(7)). Opened on first use; NULL when unset. */
+static FILE *trace_file(void)
+{
+	static FILE *f;
+	static bool tried;
+	pthread_mutex_lock(&mu);
+	if (!tried) {
+		const char *path = getenv("TF_CUDA_GRAPHS_TRACE");
+		tried = true;
+		f = path && *path ? fopen(path, "a") : NULL;
+	}
+	pthread_mutex_unlock(&mu);
+	return f;
+}
+
+static uint64_t fnv(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
 void tf_cu_rec_begin(struct tf_cu_rec *r, bool dry)
 {
+	FILE *t = dry ? trace_file() : NULL;
+	if (t)
+		fprintf(t, "== dry pass\n");
 	r->fp = 0xcbf29ce484222325ull;
 	r->items = 0;
 	r->unknown = false;
@@ -170,6 +203,16 @@ bool tf_cu_rec_kernel(tf_cu_stream s, tf_cu_func f, unsigned gx, unsigned gy, un
 		mix_u64(r, sizes[i]);
 		tf_cu_rec_mix(r, params[i], sizes[i]);
 	}
+	FILE *t = r->dry ? trace_file() : NULL;
+	if (t) {
+		const char *name = "?";
+		if (tf_cu && tf_cu->FuncGetName)
+			tf_cu->FuncGetName(&name, f);
+		fprintf(t, "%llu K %s %u,%u,%u %u", (unsigned long long)r->items, name, gx, gy, gz, shmem);
+		for (int i = 0; i < n; i++)
+			fprintf(t, " %016llx", (unsigned long long)fnv(params[i], sizes[i]));
+		fputc('\n', t);
+	}
 	r->items++;
 	return r->dry;
 }
@@ -183,6 +226,10 @@ bool tf_cu_rec_blas(tf_cu_stream s, const void *args, size_t n)
 	if (r->hashing) {
 		mix_u64(r, 'B');
 		tf_cu_rec_mix(r, args, n);
+		FILE *t = r->dry ? trace_file() : NULL;
+		if (t)
+			fprintf(t, "%llu B %016llx\n", (unsigned long long)r->items,
+				(unsigned long long)fnv(args, n));
 		r->items++;
 	}
 	return r->dry;
@@ -198,6 +245,10 @@ bool tf_cu_rec_copy(tf_cu_stream s, int kind, uint64_t dst, uint64_t src, size_t
 		uint64_t w[4] = {(uint64_t)kind, dst, src, n};
 		for (int i = 0; i < 4; i++)
 			mix_u64(r, w[i]);
+		FILE *t = r->dry ? trace_file() : NULL;
+		if (t)
+			fprintf(t, "%llu C %c %llx %llx %zu\n", (unsigned long long)r->items, kind,
+				(unsigned long long)dst, (unsigned long long)src, n);
 		r->items++;
 	}
 	return r->dry;
@@ -213,6 +264,10 @@ bool tf_cu_rec_memset(tf_cu_stream s, uint64_t p, uint32_t value, unsigned elem,
 		uint64_t w[4] = {'M', p, (uint64_t)value << 8 | elem, n};
 		for (int i = 0; i < 4; i++)
 			mix_u64(r, w[i]);
+		FILE *t = r->dry ? trace_file() : NULL;
+		if (t)
+			fprintf(t, "%llu M %llx %u %zu\n", (unsigned long long)r->items,
+				(unsigned long long)p, value, n);
 		r->items++;
 	}
 	return r->dry;
