@@ -182,6 +182,8 @@ static void run_spec(struct tf_model_group *m, int B, const int *seq, int32_t *n
 /* What the device did over the decode steps (a CUDA backend's counters). */
 struct device_figures {
 	double kernels, hits; /* a step: kernels (and cuBLAS calls) queued, graph hits */
+	int64_t captures, eager, declined; /* over the steps: graphs captured, steps run
+					    * eagerly, captures declined */
 };
 
 /* Each row's tokens as first decoded (in the first case that had the
@@ -276,7 +278,10 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 	if (counted && !tf_cuda_be_counters(be, &c1))
 		*dev = (struct device_figures){
 			(double)(c1.kernels + c1.blas - c0.kernels - c0.blas) / (double)steps,
-			(double)(c1.graph_hits - c0.graph_hits) / (double)steps};
+			(double)(c1.graph_hits - c0.graph_hits) / (double)steps,
+			(int64_t)(c1.graph_captures - c0.graph_captures),
+			(int64_t)(c1.graph_eager - c0.graph_eager),
+			(int64_t)(c1.graph_declined - c0.graph_declined)};
 	solo->checked = solo->differ = 0;
 	for (int b = 0; b < B; b++) {
 		int32_t *row = solo->tok + (int64_t)b * max_steps, *now = plain + (int64_t)b * max_steps;
@@ -479,9 +484,11 @@ int bench_decode(void)
 			       (long long)solo.differ);
 			if (cuda)
 				printf(",\"copy_gbs\":%.1f,\"floor_bytes\":%.0f,\"floor_ms\":%.4f,"
-				       "\"x_floor\":%.3f,\"kernels_per_step\":%.1f,\"graph_hits_per_step\":%.3f",
+				       "\"x_floor\":%.3f,\"kernels_per_step\":%.1f,\"graph_hits_per_step\":%.3f,"
+				       "\"graph_captures\":%lld,\"graph_eager\":%lld,\"graph_declined\":%lld",
 				       gbs, bench_floor_bytes(&fl, (int)rows[i], bench.ctx), floor_ms,
-				       step_ms / floor_ms, df.kernels, df.hits);
+				       step_ms / floor_ms, df.kernels, df.hits, (long long)df.captures,
+				       (long long)df.eager, (long long)df.declined);
 			if (bench.draft)
 				printf(",\"draft_block\":%d,\"drafted\":%lld,\"accepted\":%lld,"
 				       "\"accept_rate\":%.4f,\"tokens_per_step\":%.3f,\"spec_tps\":%.2f,"

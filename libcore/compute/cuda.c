@@ -392,7 +392,8 @@ static tf_status arena_open(struct cuda_be *c)
 	}
 	if (st && (st = tf_arena_backend_plain(&c->dev, &ab)))
 		return st;
-	struct tf_arena_opts o = {.small_max = CUDA_SMALL_MAX};
+	/* chunks of 16 small blocks at least: a chunk's unused tail stays small */
+	struct tf_arena_opts o = {.small_max = CUDA_SMALL_MAX, .chunk_min = 16 * CUDA_SMALL_MAX};
 	if ((st = tf_arena_new(&ab, &o, &c->arena)) && ab.close)
 		ab.close(ab.ctx);
 	return st;

@@ -22,8 +22,14 @@
 #define CUDA_STAGE_CHUNKS 8
 #define CUDA_STAGE_CHUNK ((size_t)2 << 20)
 /* The arena's largest packed block: larger ones are chunks of their own,
- * whose release waits for the stream (cuda.c, late frees). */
-#define CUDA_SMALL_MAX ((size_t)4 << 20)
+ * whose release waits for the stream (cuda.c, late frees). A graphed call
+ * replays only when its scratch comes back at the same addresses, which
+ * packed blocks do (a freed block is the next one of its size) and chunks
+ * of their own do not: at 4 MiB a decode step of 4 rows of the release had
+ * a 5 MiB block and never replayed (a new address every pass,
+ * TF_CUDA_GRAPHS_TRACE); 32 MiB covers the decode steps' scratch up to 16
+ * rows. */
+#define CUDA_SMALL_MAX ((size_t)32 << 20)
 
 /* A large block released while queued work may still use it: freed once
  * the event recorded after that work has passed (NULL event: at the next
