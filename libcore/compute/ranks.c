@@ -430,7 +430,8 @@ tf_status tf_ranks_connect(struct tf_ranks *r, const char *text, const char *wha
 				   tf_fabric_backend_name(r->s.backend));
 	tf_plan_link_init(&r->link, &r->boot);
 	if (r->s.failfast) {
-		if ((st = tf_fate_start(&r->boot, r->s.grace_s, &r->fate)))
+		struct tf_fate_opts fo = tf_fate_opts_of(&r->s);
+		if ((st = tf_fate_start(&r->boot, &fo, &r->fate)))
 			return st;
 		tf_fate_on_abort(r->fate, comm_abort, r);
 	}
