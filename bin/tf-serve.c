@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,7 +248,7 @@ static pid_t followers[64]; /* --local-ranks is at most 64 */
 
 /* --local-ranks: start ranks 1..W-1 as this program with the same options
  * (the rank, the world and the device set), connecting to port on this
- * host. */
+ * host; each is killed if this process (the main thread) ends first. */
 static void start_followers(int argc, char **argv, int link_port)
 {
 	char **av = calloc((size_t)argc + 8, sizeof *av);
@@ -277,12 +278,17 @@ static void start_followers(int argc, char **argv, int link_port)
 			av[k++] = argv[i];
 	}
 	fflush(stdout), fflush(stderr);
+	pid_t parent = getpid();
 	for (int q = 1; q < local_ranks; q++) {
 		snprintf(r, sizeof r, "%d", q);
 		snprintf(d, sizeof d, "%lld", (long long)(device + q));
 		if ((followers[q] = fork()) < 0)
 			tf_die(71, "cannot start rank %d: fork: %s", q, strerror(errno));
 		if (!followers[q]) {
+			/* A follower never outlives rank 0: one that is stopped or
+			 * hung cannot end itself when rank 0 goes fail-fast. */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+				_exit(70);
 			execv("/proc/self/exe", av);
 			fprintf(stderr, "tf-serve: cannot start rank %d: %s\n", q, strerror(errno));
 			_exit(127);
