@@ -353,6 +353,12 @@ static void *th_main(void *p)
 		}
 		free(in), free(out);
 	}
+	/* votes: the AND over ranks */
+	for (int k = 0; k <= a->world; k++) {
+		bool all = false;
+		if (tf_comm_vote(a->c, a->rank != k, &all) || all != (k == a->world))
+			a->failures++;
+	}
 	int32_t v = a->rank, all[3];
 	a->desync = a->rank == a->world - 1 ? tf_comm_all_gather(a->c, &v, all, 1, TF_DTYPE_F32, NULL)
 					    : tf_comm_all_gather(a->c, &v, all, 1, TF_DTYPE_I32, NULL);
