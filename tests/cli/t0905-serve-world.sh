@@ -78,3 +78,20 @@ expect_rc 64
 expect_err 'must be below --world'
 run tf-serve --local-ranks 65 pack
 expect_rc 64
+
+# --devices: one GPU a rank, for the cuda engine only, not with --device
+run tf-serve --local-ranks 2 --devices 0,0 --check pack
+expect_rc 64
+expect_err '--devices applies only to the cuda engine'
+run tf-serve --engine cuda --local-ranks 2 --devices 0 --check pack
+expect_rc 64
+expect_err '--devices lists 1 GPU for 2 ranks'
+run tf-serve --engine cuda --local-ranks 2 --devices 0,a --check pack
+expect_rc 64
+run tf-serve --engine cuda --local-ranks 2 --device 1 --devices 0,0 --check pack
+expect_rc 64
+expect_err '--device and --devices do not go together'
+# a device comm needs device memory: not the cpu engine's
+TF_COMM_BACKEND=nccl run tf-serve --local-ranks 2 --check pack
+expect_rc 78
+expect_err 'TF_COMM_BACKEND=nccl carries device memory'
