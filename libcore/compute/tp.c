@@ -52,16 +52,17 @@ static tf_status room(struct tf_tp *t, size_t n)
 
 /* A device comm's collective on the backend's stream, recorded (not
  * queued) by a graphed call's dry pass. */
-static tf_status on_stream(struct tf_tp *t, int kind, const struct tf_tensor *in, void *out, size_t n)
+static tf_status on_stream(struct tf_tp *t, int kind, const struct tf_tensor *in,
+			   const struct tf_tensor *out, size_t n)
 {
 	tf_cu_stream s = t->stream;
-	uint64_t id[5] = {(uint64_t)kind, (uint64_t)(uintptr_t)in->data, (uint64_t)(uintptr_t)out, n,
-			  (uint64_t)t->comm->world};
+	uint64_t id[5] = {(uint64_t)kind, (uint64_t)(uintptr_t)in->data, (uint64_t)(uintptr_t)out->data,
+			  n, (uint64_t)t->comm->world};
 	if (tf_cu_rec_foreign(s, id, sizeof id))
 		return TF_OK;
 	tf_status st = kind == 'S'
-			       ? tf_comm_all_reduce(t->comm, in->data, out, n, TF_DTYPE_F32, TF_REDOP_SUM, s)
-			       : tf_comm_all_gather(t->comm, in->data, out, n, TF_DTYPE_U8, s);
+			       ? tf_comm_all_reduce(t->comm, in->data, out->data, n, TF_DTYPE_F32, TF_REDOP_SUM, s)
+			       : tf_comm_all_gather(t->comm, in->data, out->data, n, TF_DTYPE_U8, s);
 	tf_cu_rec_foreign_end(s);
 	return st;
 }
@@ -76,7 +77,7 @@ tf_status tf_tp_sum_f32(struct tf_tp *t, struct tf_tensor *x)
 	case TF_TP_HOST:
 		return tf_comm_all_reduce(t->comm, x->data, x->data, n, TF_DTYPE_F32, TF_REDOP_SUM, NULL);
 	case TF_TP_DEVICE:
-		return on_stream(t, 'S', x, x->data, n);
+		return on_stream(t, 'S', x, x, n);
 	case TF_TP_STAGED:
 		break;
 	}
@@ -104,7 +105,7 @@ tf_status tf_tp_gather(struct tf_tp *t, const struct tf_tensor *part, struct tf_
 	case TF_TP_HOST:
 		return tf_comm_all_gather(t->comm, part->data, all->data, b, TF_DTYPE_U8, NULL);
 	case TF_TP_DEVICE:
-		return on_stream(t, 'G', part, all->data, b);
+		return on_stream(t, 'G', part, all, b);
 	case TF_TP_STAGED:
 		break;
 	}

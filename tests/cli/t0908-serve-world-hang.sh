@@ -16,8 +16,13 @@ port=$((20000 + $$ % 20000))
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 within() { awk -v t="$1" -v b="$bound" 'BEGIN { exit !(t <= b) }'; }
-# alive PID: the process exists and is not a zombie
-alive() { [ -r "/proc/$1/stat" ] && ! awk '{ exit $3 != "Z" }' "/proc/$1/stat"; }
+# alive PID: the process exists and is not a zombie (read once: bash may
+# reap a child of ours at any moment)
+alive() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ $s != *") Z "* ]]
+}
 
 # serve PORT: tf-serve --local-ranks 2 in the background ($srv), up and
 # answering /health.
