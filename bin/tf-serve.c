@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@
 #include "serve/server.h"
 
 static const char *host, *engine_name, *model, *aliases, *api_key, *api_key_file, *path,
-	*seed_salt, *drafts_arg;
+	*seed_salt, *drafts_arg, *devices_arg;
 static int64_t port, context, max_tokens, lanes, round_tokens, headers_max, timeout_s,
 	connections, http_threads, memo_cap, rstore_cap, top_k, threads, prefix_cache, device, world, rank,
 	local_ranks;
@@ -53,6 +54,7 @@ static const struct tf_opt opts[] = {
 	{"port", 'p', TF_OPT_INT, &port, "PORT", "TF_PORT", "8080", "listen port (0: any free port)", 0, 65535, NULL},
 	{"engine", 'e', TF_OPT_CHOICE, &engine_name, "ENGINE", "TF_ENGINE", "cpu", "engine backend: the model on the CPU or a GPU, or the stub", 0, 0, "cpu|cuda|stub"},
 	{"device", 0, TF_OPT_INT, &device, "N", "TF_DEVICE", "0", "cuda engine: the GPU's ordinal (--local-ranks: rank r's is N+r)", 0, 1024, NULL},
+	{"devices", 0, TF_OPT_STR, &devices_arg, "LIST", "TF_DEVICES", NULL, "cuda engine: each rank's GPU, one ordinal a rank in rank order (e.g. 0,0: two ranks on GPU 0)", 0, 0, NULL},
 	{"world", 0, TF_OPT_INT, &world, "W", "TF_TP_WORLD", "1", "tensor-parallel ranks of the model, one process each (rank 0 serves)", 1, 64, NULL},
 	{"rank", 0, TF_OPT_INT, &rank, "R", "TF_TP_RANK", "0", "this process's rank of --world (rank 0 serves HTTP; the others follow it)", 0, 63, NULL},
 	{"local-ranks", 0, TF_OPT_INT, &local_ranks, "W", NULL, "0", "serve as rank 0 of W and start the W-1 followers on this host", 0, 64, NULL},
@@ -168,6 +170,28 @@ static void *signal_watch(void *arg)
 	return NULL;
 }
 
+/* --devices: one ordinal (0..1024) a rank of world, comma-separated. */
+static int rank_devices[64];
+
+static void parse_devices(const char *v, int64_t w)
+{
+	int n = 0;
+	for (const char *p = v;; p++) {
+		char *end;
+		errno = 0;
+		long d = strtol(p, &end, 10);
+		if (errno || end == p || d < 0 || d > 1024 || (*end && *end != ',') || n == 64)
+			tf_usage_error("--devices must list one GPU ordinal (0..1024) a rank, comma-separated: '%s'", v);
+		rank_devices[n++] = (int)d;
+		if (!*end)
+			break;
+		p = end;
+	}
+	if (n != w)
+		tf_usage_error("--devices lists %d GPU%s for %lld rank%s: '%s'", n, n == 1 ? "" : "s",
+			       (long long)w, w == 1 ? "" : "s", v);
+}
+
 /* --drafts: N in 1..TF_PROPOSE_MAX, or off (0). */
 static uint32_t parse_drafts(const char *v)
 {
@@ -248,7 +272,7 @@ static pid_t followers[64]; /* --local-ranks is at most 64 */
 
 /* --local-ranks: start ranks 1..W-1 as this program with the same options
  * (the rank, the world and the device set), connecting to port on this
- * host. */
+ * host; each is killed if this process (the main thread) ends first. */
 static void start_followers(int argc, char **argv, int link_port)
 {
 	char **av = calloc((size_t)argc + 8, sizeof *av);
@@ -264,8 +288,10 @@ static void start_followers(int argc, char **argv, int link_port)
 	av[k++] = "--world", av[k++] = w, av[k++] = "--rank", av[k++] = r;
 	if (!strcmp(engine_name, "cuda")) /* --device applies to the cuda engine only */
 		av[k++] = "--device", av[k++] = d;
+	/* the follower's GPU is in its --device: TF_DEVICES must not list them all */
+	unsetenv("TF_DEVICES");
 	for (int i = 1; i < argc; i++) {
-		static const char *const drop[] = {"--local-ranks", "--device", "--world", "--rank"};
+		static const char *const drop[] = {"--local-ranks", "--device", "--devices", "--world", "--rank"};
 		bool skip = false;
 		for (size_t j = 0; j < sizeof drop / sizeof *drop && !skip; j++) {
 			size_t len = strlen(drop[j]);
@@ -278,12 +304,17 @@ static void start_followers(int argc, char **argv, int link_port)
 			av[k++] = argv[i];
 	}
 	fflush(stdout), fflush(stderr);
+	pid_t parent = getpid();
 	for (int q = 1; q < local_ranks; q++) {
 		snprintf(r, sizeof r, "%d", q);
-		snprintf(d, sizeof d, "%lld", (long long)(device + q));
+		snprintf(d, sizeof d, "%lld", devices_arg ? (long long)rank_devices[q] : (long long)(device + q));
 		if ((followers[q] = fork()) < 0)
 			tf_die(71, "cannot start rank %d: fork: %s", q, strerror(errno));
 		if (!followers[q]) {
+			/* A follower never outlives rank 0: one that is stopped or
+			 * hung cannot end itself when rank 0 goes fail-fast. */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+				_exit(70);
 			execv("/proc/self/exe", av);
 			fprintf(stderr, "tf-serve: cannot start rank %d: %s\n", q, strerror(errno));
 			_exit(127);
@@ -385,19 +416,33 @@ static void refuse_given(const char *name, const char *why)
 			tf_usage_error("--%s %s", name, why);
 }
 
+static void refuse_given_both(const char *a, const char *b)
+{
+	bool ga = false, gb = false;
+	for (size_t k = 0; k < TF_NOPTS(opts); k++) {
+		ga = ga || (!strcmp(opts[k].name, a) && tf_cli_given(k));
+		gb = gb || (!strcmp(opts[k].name, b) && tf_cli_given(k));
+	}
+	if (ga && gb)
+		tf_usage_error("--%s and --%s do not go together", a, b);
+}
+
 static void check_applies(bool stub, bool cuda)
 {
 	if (!once)
 		refuse_given("path", "applies only with --once");
 	if (stub) {
-		static const char *const model_only[] = {"threads", "prefix-cache", "device", "synthetic"};
+		static const char *const model_only[] = {"threads", "prefix-cache", "device", "devices",
+							 "synthetic"};
 		for (size_t i = 0; i < TF_NOPTS(model_only); i++)
 			refuse_given(model_only[i], "does not apply to the stub engine");
 	}
 	if (!cuda) {
 		refuse_given("device", "applies only to the cuda engine");
 		refuse_given("batch-invariant", "applies only to the cuda engine");
+		refuse_given("devices", "applies only to the cuda engine");
 	}
+	refuse_given_both("device", "devices");
 }
 
 int main(int argc, char **argv)
@@ -435,6 +480,14 @@ int main(int argc, char **argv)
 		tf_usage_error("--world and --local-ranks need a model engine (cpu or cuda), not the stub");
 	if (rank >= world)
 		tf_usage_error("--rank %lld must be below --world %lld", (long long)rank, (long long)world);
+	/* this rank's GPU: its --devices entry, else --device (a follower
+	 * started by --local-ranks is given its own --device) */
+	if (!cuda)
+		devices_arg = NULL; /* TF_DEVICES, set for the cuda engine */
+	if (devices_arg) {
+		parse_devices(devices_arg, world);
+		device = rank_devices[rank];
+	}
 
 	/* Stop signals are taken by one thread; every thread started after this
 	 * (the model's workers, the fabric's, the server's) inherits the mask. */
@@ -454,6 +507,10 @@ int main(int argc, char **argv)
 		struct tf_fabric_settings fs;
 		if ((st = tf_fabric_settings_env(&fs, fabric_env)))
 			tf_die_status(st, "bad tensor-parallel settings");
+		if (!cuda && (fs.backend == TF_FABRIC_NCCL || fs.backend == TF_FABRIC_MAILBOX))
+			tf_die(78, "TF_COMM_BACKEND=%s carries device memory: the %s engine's ranks take host "
+			       "or roce", tf_fabric_backend_name(fs.backend), engine_name);
+		fs.device = (int)device; /* NCCL and the mailbox open it first */
 		const char *pp = getenv("TF_TP_PLAN_PORT");
 		if (local_ranks > 1 && (!pp || !*pp))
 			fs.plan_port = 0; /* any free port: the followers are told */

@@ -152,7 +152,8 @@ static void open_rank(void)
 	if ((st = tf_comm_open(&boot, &S, &comm)))
 		tf_die_status(st, "rank %d: %s backend", S.rank, tf_fabric_backend_name(S.backend));
 	if (S.failfast) {
-		if ((st = tf_fate_start(&boot, S.grace_s, &fate)))
+		struct tf_fate_opts fo = tf_fate_opts_of(&S);
+		if ((st = tf_fate_start(&boot, &fo, &fate)))
 			tf_die_status(st, "rank %d: fail-fast", S.rank);
 		tf_fate_on_abort(fate, (void (*)(void *))comm->ops->abort, comm);
 	}

@@ -48,6 +48,19 @@ static tf_status cpu_download(struct tf_be *be, const struct tf_tensor *t, void 
 	return TF_OK;
 }
 
+static tf_status cpu_host_alloc(struct tf_be *be, size_t n, void **p)
+{
+	(void)be;
+	*p = malloc(n ? n : 1);
+	return *p ? TF_OK : tf_err(TF_ERR_NOMEM, "cpu: %zu bytes of host memory", n);
+}
+
+static void cpu_host_free(struct tf_be *be, void *p)
+{
+	(void)be;
+	free(p);
+}
+
 static tf_status cpu_sync(struct tf_be *be)
 {
 	return TF_OK;
@@ -69,6 +82,8 @@ static const struct tf_ops cpu_ops = {
 	.release = cpu_release,
 	.upload = cpu_upload,
 	.download = cpu_download,
+	.host_alloc = cpu_host_alloc,
+	.host_free = cpu_host_free,
 	.sync = cpu_sync,
 	.convert = cpu_convert,
 	.fill_random = cpu_fill_random,

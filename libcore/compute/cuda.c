@@ -18,7 +18,10 @@
  * Uploads copy through CUDA_STAGE_CHUNKS pinned chunks of CUDA_STAGE_CHUNK
  * bytes in turn, small uploads packed into one chunk; the host waits only
  * to reuse a chunk whose copies are still queued (an event per chunk).
- * Downloads wait for the stream, then copy through the staging. */
+ * Downloads wait for the stream, then copy through the staging. Host
+ * buffers from host_alloc are pinned already: copies to and from them
+ * are queued directly, no staging (an upload's bytes must then stay put
+ * until the copy has run: the caller's next download or sync). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -186,6 +189,46 @@ tf_status cuda_put(struct cuda_be *c, tf_cu_ptr dst, const void *src, size_t n)
 
 /* ---- memory ops ---- */
 
+/* Whether [p, p + n) lies in one of host_alloc's pinned buffers. */
+static bool pinned(const struct cuda_be *c, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (int i = 0; i < c->nhost; i++)
+		if (b >= c->host[i].p && n <= c->host[i].n && (size_t)(b - c->host[i].p) <= c->host[i].n - n)
+			return true;
+	return false;
+}
+
+static tf_status cuda_host_alloc(struct tf_be *be, size_t n, void **p)
+{
+	struct cuda_be *c = cuda_of(be);
+	*p = NULL;
+	if (c->nhost == CUDA_HOST_MAX)
+		return tf_err(TF_ERR_NOMEM, "cuda: more than %d pinned host buffers", CUDA_HOST_MAX);
+	void *h = NULL;
+	tf_status st = TF_CU(tf_cu->MemAllocHost(&h, n ? n : 1));
+	if (st)
+		return tf_err_wrap(st, "cuda: %zu bytes of pinned host memory: ", n);
+	c->host[c->nhost].p = h, c->host[c->nhost].n = n;
+	c->nhost++;
+	*p = h;
+	return TF_OK;
+}
+
+static void cuda_host_free(struct tf_be *be, void *p)
+{
+	struct cuda_be *c = cuda_of(be);
+	for (int i = 0; p && i < c->nhost; i++)
+		if (c->host[i].p == p) {
+			/* queued copies may still read it */
+			if (c->g.mode == CUDA_EAGER)
+				(void)TF_CU(tf_cu->StreamSynchronize(c->stream));
+			tf_cu->MemFreeHost(p);
+			c->host[i] = c->host[--c->nhost];
+			return;
+		}
+}
+
 static tf_status cuda_alloc(struct tf_be *be, struct tf_tensor *t)
 {
 	struct cuda_be *c = cuda_of(be);
@@ -214,7 +257,13 @@ static tf_status cuda_upload(struct tf_be *be, struct tf_tensor *t, const void *
 	size_t n = tf_tensor_bytes(t);
 	if (n && (!t->data || !src))
 		return tf_err(TF_ERR_ARG, "upload: no tensor or no source");
-	return cuda_put(cuda_of(be), cuda_ptr(t), src, n);
+	struct cuda_be *c = cuda_of(be);
+	if (n && c->g.mode == CUDA_EAGER && pinned(c, src, n)) {
+		if (tf_cu_rec_copy(c->stream, 'H', cuda_ptr(t), (uint64_t)(uintptr_t)src, n))
+			return TF_OK;
+		return TF_CU(tf_cu->MemcpyHtoDAsync(cuda_ptr(t), src, n, c->stream));
+	}
+	return cuda_put(c, cuda_ptr(t), src, n);
 }
 
 static tf_status cuda_download(struct tf_be *be, const struct tf_tensor *t, void *dst)
@@ -225,6 +274,12 @@ static tf_status cuda_download(struct tf_be *be, const struct tf_tensor *t, void
 		return tf_err(TF_ERR_ARG, "download: no tensor or no destination");
 	tf_status st = wait_idle(c);
 	tf_cu_ptr src = cuda_ptr(t);
+	if (!st && n && pinned(c, dst, n)) {
+		if (!tf_cu_rec_copy(c->stream, 'D', (uint64_t)(uintptr_t)dst, src, n) &&
+		    !(st = TF_CU(tf_cu->MemcpyDtoHAsync(dst, src, n, c->stream))))
+			st = TF_CU(tf_cu->StreamSynchronize(c->stream));
+		return st;
+	}
 	unsigned char *d = dst;
 	const size_t room = (size_t)CUDA_STAGE_CHUNKS * CUDA_STAGE_CHUNK;
 	while (!st && n) {
@@ -339,6 +394,8 @@ static const struct tf_ops cuda_ops = {
 	.release = cuda_release,
 	.upload = cuda_upload,
 	.download = cuda_download,
+	.host_alloc = cuda_host_alloc,
+	.host_free = cuda_host_free,
 	.sync = cuda_sync,
 	.convert = cuda_convert,
 	.fill_random = cuda_fill_random,
@@ -432,6 +489,8 @@ static void impl_free(struct cuda_be *c, bool stream_made)
 		if (stream_made && c->arena)
 			wait_idle(c);
 		cuda_graphs_close(c); /* its graphs and input region; the recorder */
+		while (c->nhost) /* pinned buffers a caller did not free */
+			tf_cu->MemFreeHost(c->host[--c->nhost].p);
 		cuda_exl3_release(c);
 		late_reap(c, true); /* the weights' frees (nothing uses them now) */
 		tf_hmap_release(&c->blocks);
@@ -520,6 +579,16 @@ out:
 		free(be);
 	}
 	return st;
+}
+
+tf_status tf_cuda_be_stream(struct tf_be *be, void **stream)
+{
+	*stream = NULL;
+	if (!be || be->ops != &cuda_ops)
+		return tf_err(TF_ERR_UNSUPPORTED, "stream: the %s backend is not CUDA",
+			      be ? be->ops->name : "(none)");
+	*stream = cuda_of(be)->stream;
+	return TF_OK;
 }
 
 tf_status tf_cuda_be_use(struct tf_be *be)

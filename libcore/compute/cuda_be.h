@@ -21,6 +21,9 @@
  * of CUDA_STAGE_CHUNK bytes, used in turn. */
 #define CUDA_STAGE_CHUNKS 8
 #define CUDA_STAGE_CHUNK ((size_t)2 << 20)
+/* Pinned host buffers handed out by host_alloc, at most this many at once. */
+#define CUDA_HOST_MAX 8
+
 /* The arena's largest packed block: larger ones are chunks of their own,
  * whose release waits for the stream (cuda.c, late frees). A graphed call
  * replays only when its scratch comes back at the same addresses, which
@@ -54,6 +57,9 @@ struct cuda_graphs {
 	bool attached;              /* rec is the stream's recorder */
 	struct tf_cu_rec rec;       /* the stream's recorder (counts always) */
 	struct tf_graph_cache *cache;
+	/* ranks in step (tf_cuda_be_set_agree): every graphed call voted */
+	tf_status (*agree)(void *ctx, bool mine, bool *all);
+	void *agree_ctx;
 	/* pinned host input region: a graphed call's uploads in order, each
 	 * 16-byte aligned; the host refills it before every replay */
 	unsigned char *in;
@@ -80,6 +86,11 @@ struct cuda_be {
 	bool pending[CUDA_STAGE_CHUNKS];
 	struct cuda_late *late;
 	size_t nlate, late_cap;
+	struct {
+		unsigned char *p;
+		size_t n;
+	} host[CUDA_HOST_MAX];     /* host_alloc's pinned buffers */
+	int nhost;
 	struct tf_hmap blocks;     /* arena address -> bytes asked for (tensors, scratch) */
 	struct tf_hmap experts;    /* experts array -> struct cuda_exl3_experts_dev * */
 	struct cuda_graphs g;

@@ -50,7 +50,30 @@
  *
  * $TF_CUDA_GRAPHS=0 (read at tf_cuda_be_new) or tf_cuda_be_set_graphs(be, 0)
  * runs every call eagerly; so does a driver without cuFuncGetParamInfo
- * (before CUDA 12.4). */
+ * (before CUDA 12.4).
+ *
+ * Ranks in step (tf_cuda_be_set_agree: tensor-parallel ranks whose calls
+ * hold collectives on the stream, NCCL or the mailbox). A collective in
+ * the work is recorded by its dry pass (cuda/rec.h's foreign items) and
+ * queued by the capture, so a graph holds it; a replay on one rank must
+ * meet a replay, a capture or an eager run of the same call on every
+ * other, and every rank's cache must stay in step. Keys cannot say so
+ * alone: they name rank-local addresses, so one rank may hit where
+ * another misses, and a dry pass may fail on one rank only. So every
+ * graphed call is voted (the hook: an AND over ranks, on the host):
+ *   1. each rank runs its dry pass unless graphs are off for it (a rank
+ *      with graphs off votes no throughout);
+ *   2. vote "I hit": all yes, every rank launches its graph (one vote a
+ *      replayed step);
+ *   3. else vote "my dry pass ran": any no, every rank undoes its pass
+ *      and runs eagerly;
+ *   4. else every rank that hit forgets that graph (tf_graph_forget) and
+ *      all take the graph cache's miss path together, whose votes (room,
+ *      captured, declined) are the same hook's.
+ * The streak and skip counts then move alike on every rank (every outcome
+ * is voted), so the calls they run eagerly without a vote are the same
+ * calls everywhere; so are the input region's growth and the cache's
+ * failure. A vote that fails (a peer's comm is gone) fails the call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,13 +272,100 @@ static tf_status dry(struct cuda_be *c, const struct tf_be_work *w, struct cuda_
 	return st;
 }
 
+/* Undo a dry pass that succeeded (its work never ran). */
+static void undo_dry(struct cuda_be *c, const struct tf_be_work *w, const struct cuda_pass *p)
+{
+	w->undo(w->arg);
+	cuda_late_drop(c);
+	c->g.rec.n = p->before;
+}
+
+/* The cache's run of the call whose dry pass p holds, and the counters. */
+static tf_status cached_run(struct cuda_be *c, struct cuda_pass *p, const char *key)
+{
+	struct cuda_graphs *g = &c->g;
+	struct tf_graph_stats b, a;
+	tf_graph_stats(g->cache, &b);
+	g->cur = p;
+	tf_status st = tf_graph_run(g->cache, key, g->in_gen, c->stream, graph_body, p);
+	g->cur = NULL;
+	tf_graph_stats(g->cache, &a);
+	g->st.graph_declined += a.declined - b.declined;
+	if (a.hits > b.hits) {
+		g->st.graph_hits++;
+		g->streak = 0;
+	} else {
+		if (a.captures > b.captures)
+			g->st.graph_captures++;
+		else
+			g->st.graph_eager++;
+		missed(g);
+	}
+	return st;
+}
+
+/* A graphed call of ranks in step (the votes above). */
+static tf_status voted(struct cuda_be *c, const struct tf_be_work *w)
+{
+	struct cuda_graphs *g = &c->g;
+	struct tf_graph_stats gs;
+	tf_graph_stats(g->cache, &gs);
+	if (gs.failed) /* voted: the same on every rank */
+		return eager(g, w);
+	if (g->skip > 0) {
+		g->skip--;
+		return eager(g, w);
+	}
+	tf_status st = cuda_wait_idle(c);
+	if (st)
+		return st;
+	bool ready = !g->off;
+	if (ready && !g->in && (st = region_grow(c, IN_FIRST))) {
+		tf_log(TF_LOG_INFO, "%s: running without graphs", tf_errmsg(st));
+		g->off = true, ready = false;
+	}
+	struct cuda_pass p = {.c = c, .w = w, .before = g->rec.n, .passes = 1};
+	if (ready && (st = dry(c, w, &p))) {
+		tf_log(TF_LOG_DEBUG, "cuda graphs: '%s' runs eagerly: %s", w->key, tf_errmsg(st));
+		if (g->in_want > g->in_cap && (st = region_grow(c, g->in_want)))
+			tf_log(TF_LOG_DEBUG, "%s", tf_errmsg(st));
+		ready = false;
+	}
+	char key[192];
+	snprintf(key, sizeof key, "%s/%016llx", w->key, (unsigned long long)p.fp);
+	bool hit = ready && tf_graph_has(g->cache, key, g->in_gen), all_hit, all_ready;
+	if ((st = g->agree(g->agree_ctx, hit, &all_hit)))
+		goto fail;
+	if (!all_hit) {
+		if ((st = g->agree(g->agree_ctx, ready, &all_ready)))
+			goto fail;
+		if (!all_ready) {
+			if (ready)
+				undo_dry(c, w, &p);
+			missed(g);
+			return eager(g, w);
+		}
+		if (hit) /* a peer missed: capture with it */
+			tf_graph_forget(g->cache, key);
+	}
+	return cached_run(c, &p, key);
+fail:
+	if (ready)
+		undo_dry(c, w, &p);
+	return tf_err_wrap(st, "cuda graphs: the ranks' vote: ");
+}
+
 tf_status cuda_graph(struct tf_be *be, const struct tf_be_work *w)
 {
 	struct cuda_be *c = cuda_of(be);
 	struct cuda_graphs *g = &c->g;
 	if (g->mode != CUDA_EAGER)
 		return tf_err(TF_ERR_INTERNAL, "cuda graphs: a graphed call inside another");
-	if (g->off || !g->cache || !w->key)
+	if (!g->cache || !w->key)
+		return eager(g, w);
+	if (g->agree)
+		return voted(c, w);
+	if (g->off)
 		return eager(g, w);
 	if (g->skip > 0) {
 		g->skip--;
@@ -279,24 +389,7 @@ tf_status cuda_graph(struct tf_be *be, const struct tf_be_work *w)
 	}
 	char key[192];
 	snprintf(key, sizeof key, "%s/%016llx", w->key, (unsigned long long)p.fp);
-	struct tf_graph_stats b, a;
-	tf_graph_stats(g->cache, &b);
-	g->cur = &p;
-	st = tf_graph_run(g->cache, key, g->in_gen, c->stream, graph_body, &p);
-	g->cur = NULL;
-	tf_graph_stats(g->cache, &a);
-	g->st.graph_declined += a.declined - b.declined;
-	if (a.hits > b.hits) {
-		g->st.graph_hits++;
-		g->streak = 0;
-	} else {
-		if (a.captures > b.captures)
-			g->st.graph_captures++;
-		else
-			g->st.graph_eager++;
-		missed(g);
-	}
-	return st;
+	return cached_run(c, &p, key);
 }
 
 /* ---- set-up and the public calls ---- */
@@ -373,7 +466,8 @@ tf_status tf_cuda_be_set_graphs(struct tf_be *be, int on)
 			.ctx = c, .capture = cap, .launch = launch, .destroy = destroy, .room = room,
 		};
 		struct tf_graph_opts o = {.max = TF_GRAPH_MAX_DEFAULT,
-					  .min_keep = TF_GRAPH_MIN_KEEP_DEFAULT};
+					  .min_keep = TF_GRAPH_MIN_KEEP_DEFAULT,
+					  .agree = c->g.agree, .agree_ctx = c->g.agree_ctx};
 		struct tf_graph_cache *fresh = NULL;
 		tf_status st = tf_graph_cache_new(&gb, &o, &fresh);
 		if (st)
@@ -383,5 +477,19 @@ tf_status tf_cuda_be_set_graphs(struct tf_be *be, int on)
 	}
 	c->g.off = off;
 	c->g.streak = c->g.skip = 0;
+	return TF_OK;
+}
+
+tf_status tf_cuda_be_set_agree(struct tf_be *be, tf_status (*agree)(void *ctx, bool mine, bool *all),
+			       void *ctx)
+{
+	if (!is_cuda(be))
+		return tf_err(TF_ERR_UNSUPPORTED, "graphs: the %s backend is not CUDA",
+			      be ? be->ops->name : "(none)");
+	struct cuda_be *c = cuda_of(be);
+	c->g.agree = agree, c->g.agree_ctx = ctx;
+	c->g.streak = c->g.skip = 0;
+	if (c->g.cache)
+		tf_graph_set_agree(c->g.cache, agree, ctx);
 	return TF_OK;
 }

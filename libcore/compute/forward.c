@@ -145,7 +145,7 @@ tf_status fwd_lin_sum(struct tf_fwd *f, const struct tf_lin *l, const struct tf_
 	tf_status st;
 	if (!(st = fwd_tmp(f, &p, TF_DT_F32, 2, tf_tensor_rows(y), tf_tensor_cols(y), 1)) &&
 	    !(st = fwd_lin(f, l, x, p)) &&
-	    !(st = tf_tp_sum_f32(f->comm, p->data, (size_t)tf_tensor_numel(p))))
+	    !(st = tf_tp_sum_f32(&f->tp, p)))
 		st = f->be->ops->convert(f->be, p, y);
 	fwd_release(f, mark);
 	return st;
@@ -320,18 +320,10 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 		return tf_err(TF_ERR_CONFIG, "forward: rank %d of %d does not divide %u heads, %u "
 			      "output groups, expert width %u and vocabulary %u", rank, world,
 			      c->heads, c->o_groups, c->expert_width, c->vocab);
-	if (world > 1 && (int)comm->device != be->ops->device)
-		return tf_err(TF_ERR_UNSUPPORTED, "forward: the %s comm holds %s memory, the %s "
-			      "backend %s", comm->name, comm->device ? "device" : "host",
-			      be->ops->name, be->ops->device ? "device memory" : "host memory");
-	/* The collectives (tp.h) run on the comm's default stream, which the
-	 * CUDA backend's non-blocking stream is not ordered with: until the
-	 * forward hands the comm its backend's stream, a device backend runs
-	 * world 1 only. */
-	if (world > 1 && be->ops->device)
-		return tf_err(TF_ERR_UNSUPPORTED, "forward: tensor parallelism on the %s backend "
-			      "(its collectives are not yet ordered with the backend's stream)",
-			      be->ops->name);
+	struct tf_tp tp = {0};
+	tf_status st = TF_OK;
+	if (world > 1 && (st = tf_tp_init(&tp, be, comm)))
+		return st;
 	struct tf_fwd dims = {.c = c, .Hl = c->heads / world, .Gl = c->o_groups / world,
 			      .Il = c->expert_width / world, .Vl = c->vocab / world};
 	const struct tf_kv_config *kc = tf_kv_config(kv);
@@ -345,7 +337,6 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 		return tf_err(TF_ERR_ARG, "forward: the KV cache lives on another backend");
 	if (c->n_engram && !engram)
 		return tf_err(TF_ERR_ARG, "forward: the config has Engram layers and no row source");
-	tf_status st = TF_OK;
 	if (!w->layers || (st = need_t(&w->embed, dims.Vl * c->hidden, 0, "embed")) ||
 	    (st = need_t(&w->norm, c->hidden, 0, "norm")) ||
 	    (st = need_l(&w->head, dims.Vl, c->hidden, 0, "head")))
@@ -368,6 +359,7 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 		return tf_err(TF_ERR_NOMEM, "forward: out of memory");
 	*f = dims;
 	f->comm = world > 1 ? comm : NULL;
+	f->tp = tp;
 	f->rank = rank;
 	f->world = world;
 	f->be = be;
@@ -377,6 +369,13 @@ tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,
 	f->engram = engram;
 	f->engram_ctx = engram_ctx;
 	if ((st = experts_init(f))) {
+		tf_fwd_free(f);
+		return st;
+	}
+	/* A device comm's collectives are in the graphed calls: the ranks'
+	 * graph caches vote over the comm (cuda_graph.c). */
+	if (f->comm && f->tp.path == TF_TP_DEVICE &&
+	    (st = tf_cuda_be_set_agree(be, tf_tp_vote, &f->tp))) {
 		tf_fwd_free(f);
 		return st;
 	}
@@ -418,6 +417,9 @@ void tf_fwd_free(struct tf_fwd *f)
 	free(f->ex);
 	if (f->eids.data)
 		f->be->ops->release(f->be, &f->eids);
+	if (f->comm && f->tp.path == TF_TP_DEVICE)
+		(void)tf_cuda_be_set_agree(f->be, NULL, NULL);
+	tf_tp_release(&f->tp);
 	free(f);
 }
 
@@ -483,7 +485,7 @@ static tf_status embed(struct tf_fwd *f, const struct tf_tensor *ids, struct tf_
 	if (!st && !(st = fwd_tmp(f, &part, TF_DT_BF16, 3, R, 1, D)) &&
 	    !(st = fwd_tmp(f, &all, TF_DT_BF16, 3, f->world, R, D)) &&
 	    !(st = be->ops->embed(be, &f->w->embed, f->rank * f->Vl, ids, part)) &&
-	    !(st = tf_tp_gather(f->comm, part->data, (size_t)R * (size_t)D * 2, all->data))) {
+	    !(st = tf_tp_gather(&f->tp, part, all))) {
 		struct tf_tensor av = fwd_view2(all, (int64_t)f->world * R, D), xv = fwd_view2(X, R * S, D);
 		st = fwd_move(f, &av, at, &xv, NULL, R * S);
 	}
@@ -509,7 +511,7 @@ static tf_status head(struct tf_fwd *f, const struct tf_tensor *x, struct tf_ten
 	if (!st && !(st = fwd_tmp(f, &part, TF_DT_F32, 2, R, f->Vl, 1)) &&
 	    !(st = fwd_lin(f, &f->w->head, x, part)) &&
 	    !(st = fwd_tmp(f, &all, TF_DT_F32, 3, W, R, f->Vl)) &&
-	    !(st = tf_tp_gather(f->comm, part->data, (size_t)R * (size_t)f->Vl * 4, all->data))) {
+	    !(st = tf_tp_gather(&f->tp, part, all))) {
 		struct tf_tensor av = fwd_view2(all, (int64_t)W * R, f->Vl);
 		struct tf_tensor ov = fwd_view2(out, (int64_t)R * W, f->Vl);
 		st = fwd_move(f, &av, at, &ov, NULL, (int64_t)R * W);
@@ -850,12 +852,16 @@ static void work_undo(void *arg)
 
 /* The key of a call's shape for ops->graph, or NULL to run it eagerly:
  * decode calls only (one row a sequence, no draft pass, no hidden rows,
- * every row's logits);
- * the backend tells calls of one key apart by their work. */
+ * every row's logits); the backend tells calls of one key apart by their
+ * work. A decode call whose collectives go through host memory (tp.h's
+ * staged path) is handed to ops->graph with no key: it runs eagerly
+ * there, and is counted so. */
 static const char *work_key(const struct tf_fwd *f, char *buf, size_t n)
 {
 	if (f->draft || f->hidden || f->out || f->nsegs != f->R)
 		return NULL;
+	if (f->comm && f->tp.path == TF_TP_STAGED)
+		return "";
 	snprintf(buf, n, "fwd.decode.R%d%s", f->R, f->taps ? ".taps" : "");
 	return buf;
 }
@@ -896,8 +902,9 @@ static tf_status run_call(struct tf_fwd *f, int R, const int32_t *ids, const int
 	else if ((st = segments(f)) || (!draft && ((st = reserve(f)) || (st = own_pool_rows(f)))))
 		;
 	else {
-		struct tf_be_work w = {work_key(f, key, sizeof key), work_run, work_undo, &cw};
-		st = be->ops->graph && w.key ? be->ops->graph(be, &w) : work_run(&cw);
+		const char *k = work_key(f, key, sizeof key);
+		struct tf_be_work w = {k && *k ? k : NULL, work_run, work_undo, &cw};
+		st = be->ops->graph && k ? be->ops->graph(be, &w) : work_run(&cw);
 	}
 	if (!st && !(st = call_out(f, cw.lg, logits)) &&
 	    !(taps && (st = be->ops->download(be, f->tapt, taps))) && !draft)

@@ -121,9 +121,12 @@ tf_status tf_fwd_new(struct tf_be *be, const struct tf_config *c, const struct t
  * comm->world give the rank) carries the collectives; w holds the rank's
  * slices. A NULL comm is world 1. TF_ERR_CONFIG when the world does not
  * divide the heads, output groups, expert width and vocabulary;
- * TF_ERR_UNSUPPORTED for a comm whose memory is not the backend's, and
- * for world > 1 on a device backend (the collectives do not yet run on the
- * backend's stream). Every rank must run the same calls (rows, positions,
+ * TF_ERR_UNSUPPORTED for a device comm on a host-memory backend. On a
+ * CUDA backend the collectives go through pinned host memory with a host
+ * comm (and its decode steps are not graphed) or on the backend's stream
+ * with a device comm (graphed, the ranks' graph caches voting over the
+ * comm: the backend's agree hook is set, and cleared by tf_fwd_free):
+ * tp.h. Every rank must run the same calls (rows, positions,
  * sequences). */
 struct tf_comm;
 tf_status tf_fwd_new_tp(struct tf_be *be, const struct tf_config *c,

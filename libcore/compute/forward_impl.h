@@ -10,6 +10,7 @@
 
 #include "compute/forward.h"
 #include "compute/kv.h"
+#include "compute/tp.h"
 #include "model/exl3.h"
 
 #define MAX_TMP 96
@@ -35,6 +36,7 @@ struct tf_fwd {
 	void *engram_ctx;
 	struct tf_rope_freqs plain, yarn;
 	struct tf_comm *comm;   /* NULL at world 1 */
+	struct tf_tp tp;        /* world > 1: the collectives' path (tp.h) */
 	int rank, world;
 	int64_t Hl, Gl, Il, Vl; /* the rank's heads, output groups, expert width, vocabulary */
 	struct experts *ex;     /* [all layers] */

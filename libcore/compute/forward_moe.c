@@ -88,7 +88,7 @@ tf_status fwd_moe(struct tf_fwd *f, uint32_t L, const struct tf_tensor *x,
 		struct tf_tensor *part;
 		if (!(st = fwd_tmp(f, &part, TF_DT_F32, 2, R, D, 1)) &&
 		    !(st = be->ops->moe_combine(be, Y, wts, sh, part)) &&
-		    !(st = tf_tp_sum_f32(f->comm, part->data, (size_t)(R * D))))
+		    !(st = tf_tp_sum_f32(&f->tp, part)))
 			st = be->ops->convert(be, part, branch);
 	}
 out:
@@ -132,7 +132,7 @@ static tf_status engram_rows(struct tf_fwd *f, uint32_t L, struct tf_tensor *row
 	if ((st = fwd_tmp(f, &part, TF_DT_BF16, 2, R, width ? width : 1, 1)) ||
 	    (st = be->ops->upload(be, part, host)) ||
 	    (st = fwd_tmp(f, &all, TF_DT_BF16, 3, W, R, width ? width : 1)) ||
-	    (st = tf_tp_gather(f->comm, part->data, (size_t)R * (size_t)width * 2, all->data)))
+	    (st = tf_tp_gather(&f->tp, part, all)))
 		goto out;
 	if (!(at = fwd_i32s((int64_t)R * cols)))
 		st = fwd_nomem();

@@ -7,10 +7,11 @@
  * (or the prepared folder's shards) through the n-gram hash
  * (model/engram_hash.h) over the tokenizer's token map.
  *
- * At world > 1 every rank is a tf_model of its own with a comm of the
- * fabric's host backend (fabric/comm.h), and every rank must make the same
- * calls in the same order (forward runs collectives; sequence calls do
- * not): compute/group.h runs world ranks on threads of one process.
+ * At world > 1 every rank is a tf_model of its own with a comm
+ * (fabric/comm.h: a host backend, or NCCL or the mailbox for a cuda model;
+ * compute/tp.h), and every rank must make the same calls in the same order
+ * (forward runs collectives; sequence calls do not): compute/group.h runs
+ * world ranks on threads of one process, compute/ranks.h as processes.
  *
  * The interface is plain: sequences are created, forked, rolled back and
  * freed on the cache; a forward call takes rows of (sequence, position, id)
@@ -52,8 +53,9 @@ struct tf_model_opts {
 				    * CPU, 1024 on cuda, where a longer pass of a
 				    * prompt reads the experts' weights fewer times) */
 	int rank, world;           /* tensor-parallel rank of world (0, 0: rank 0 of 1) */
-	struct tf_comm *comm;      /* world > 1: the rank's collectives (host memory;
-				    * borrowed, outlives the model) */
+	struct tf_comm *comm;      /* world > 1: the rank's collectives (host memory,
+				    * or device memory for a cuda model; borrowed,
+				    * outlives the model) */
 	const char *prepared;      /* NULL: slice the pack; else load the rank's images
 				    * from this folder: tf-prepare's -o DIR, or a rank
 				    * folder DIR/<key>/rank<r>of<w> itself */

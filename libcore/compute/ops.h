@@ -9,11 +9,12 @@
  * fills the same table on the GPU and is checked op by op against the CPU
  * one (tests/gpu/gpu_ops.c, with each op's tolerance).
  *
- * What runs over it today: the whole forward of one rank, on either
- * backend (compute/model.h: tf-serve --engine cpu|cuda, tf-bench decode
- * --backend cpu|cuda, one GPU); several ranks only as threads of one
- * process on the CPU backend (compute/group.h). Ranks across processes or
- * GPUs are not driven through these ops yet.
+ * What runs over it: the whole forward of a rank, on either backend
+ * (compute/model.h: tf-serve --engine cpu|cuda, tf-bench decode --backend
+ * cpu|cuda), as one rank or as tensor-parallel ranks (threads of one
+ * process: compute/group.h; processes: compute/ranks.h), whose
+ * collectives (compute/tp.h) reach a device backend's tensors through
+ * pinned host memory (host comms) or on its stream (NCCL, the mailbox).
  *
  * Tensors are described by struct tf_tensor: a data pointer the backend owns
  * (host memory for the CPU backend, a device address for CUDA: ops->device
@@ -35,6 +36,7 @@
 #ifndef TF_COMPUTE_OPS_H
 #define TF_COMPUTE_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -130,6 +132,14 @@ struct tf_ops {
 	void (*release)(struct tf_be *be, struct tf_tensor *t);
 	tf_status (*upload)(struct tf_be *be, struct tf_tensor *t, const void *src);
 	tf_status (*download)(struct tf_be *be, const struct tf_tensor *t, void *dst);
+	/* Host memory the backend copies to and from at its fastest (pinned
+	 * on CUDA: downloads into it and uploads from it skip the staging,
+	 * the host side of a device comm's absence: compute/tp.h), n bytes;
+	 * host_free releases it (NULL: a no-op), after waiting for what
+	 * reads it. An upload from it returns before the copy has run: the
+	 * caller leaves those bytes alone until its next download or sync. */
+	tf_status (*host_alloc)(struct tf_be *be, size_t n, void **p);
+	void (*host_free)(struct tf_be *be, void *p);
 	/* Wait for queued work (a no-op on the CPU). */
 	tf_status (*sync)(struct tf_be *be);
 
@@ -394,6 +404,18 @@ tf_status tf_cuda_be_new(int device, struct tf_be **out);
 tf_status tf_cuda_be_memory(struct tf_be *be, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Make be's context current on the calling thread (a no-op for the CPU). */
 tf_status tf_cuda_be_use(struct tf_be *be);
+/* The CUDA stream every op of be is queued on (a tf_cu_stream: cuda/driver.h),
+ * for a collective that must be ordered with them (compute/tp.h).
+ * TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
+tf_status tf_cuda_be_stream(struct tf_be *be, void **stream);
+/* Tensor-parallel ranks whose graphed calls hold collectives on the
+ * stream: every graphed call is voted over the ranks with agree (AND of
+ * mine over every rank, called by each rank at the same points: see
+ * cuda_graph.c), so that every rank replays, captures, evicts and drops
+ * graphs together. NULL agree: one rank (the default). Set it while no
+ * graphed call runs. TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
+tf_status tf_cuda_be_set_agree(struct tf_be *be, tf_status (*agree)(void *ctx, bool mine, bool *all),
+			       void *ctx);
 
 /* What a CUDA backend queued on its stream since it was made: every item
  * of work once per call that ran it, eagerly or inside a graph (a replayed
@@ -410,7 +432,10 @@ struct tf_be_counters {
 	uint64_t graph_captures; /* graphed calls captured, stored and launched */
 	uint64_t graph_eager;    /* graphed calls that ran eagerly instead (off,
 				  * refused by the dry pass, declined, no room,
-				  * skipped after misses) */
+				  * skipped after misses, voted down by a peer,
+				  * or never graphable: the decode steps of a
+				  * forward whose collectives go through host
+				  * memory, compute/tp.h) */
 	uint64_t graph_declined; /* captures that did not match their dry pass */
 	uint64_t graph_cached;   /* graphs held now */
 };
@@ -418,7 +443,8 @@ struct tf_be_counters {
 tf_status tf_cuda_be_counters(struct tf_be *be, struct tf_be_counters *out);
 /* Turn graphed calls on or off for be (on: unless $TF_CUDA_GRAPHS is "0"
  * or the driver cannot fingerprint kernels; off drops every graph).
- * TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
+ * Ranks in step (tf_cuda_be_set_agree) call it on every rank alike, between
+ * the same calls. TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
 tf_status tf_cuda_be_set_graphs(struct tf_be *be, int on);
 /* The batch-invariant path on or off for be (off when made): on, a row's
  * results do not depend on the rows that share its calls nor on their

@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "compute/sample.h"
+#include "cuda/driver.h"
 #include "fabric/bootstrap.h"
 #include "fabric/comm.h"
 #include "fabric/fate.h"
@@ -26,6 +27,8 @@ struct tf_ranks {
 	struct tf_boot boot;
 	bool connected;
 	struct tf_comm *comm;
+	struct tf_cu_device dev;   /* a device comm's GPU (s.device), or unopened */
+	bool dev_open;
 	struct tf_fate *fate;
 	struct tf_plan_link link;
 	struct hook hooks[6];
@@ -425,12 +428,21 @@ tf_status tf_ranks_connect(struct tf_ranks *r, const char *text, const char *wha
 	 * status, not 70. */
 	if (text && (st = tf_boot_agree(&r->boot, text, strlen(text), what, line_diff)))
 		return st;
+	/* NCCL and the mailbox set up on the current context: the rank's GPU
+	 * (the model's, which opens the same primary context later). */
+	if (r->s.backend == TF_FABRIC_NCCL || r->s.backend == TF_FABRIC_MAILBOX) {
+		if ((st = tf_cu_init()) || (st = tf_cu_device_open(r->s.device, &r->dev)))
+			return tf_err_wrap(st, "rank %d: CUDA device %d for the %s backend: ", r->s.rank,
+					   r->s.device, tf_fabric_backend_name(r->s.backend));
+		r->dev_open = true;
+	}
 	if ((st = tf_comm_open(&r->boot, &r->s, &r->comm)))
 		return tf_err_wrap(st, "rank %d: the %s backend: ", r->s.rank,
 				   tf_fabric_backend_name(r->s.backend));
 	tf_plan_link_init(&r->link, &r->boot);
 	if (r->s.failfast) {
-		if ((st = tf_fate_start(&r->boot, r->s.grace_s, &r->fate)))
+		struct tf_fate_opts fo = tf_fate_opts_of(&r->s);
+		if ((st = tf_fate_start(&r->boot, &fo, &r->fate)))
 			return st;
 		tf_fate_on_abort(r->fate, comm_abort, r);
 	}
@@ -535,6 +547,8 @@ void tf_ranks_free(struct tf_ranks *r)
 	tf_fate_stop(r->fate);
 	tf_plan_link_release(&r->link);
 	tf_comm_free(r->comm);
+	if (r->dev_open)
+		tf_cu_device_close(&r->dev);
 	if (r->connected || r->boot.listen_fd >= 0)
 		tf_boot_close(&r->boot);
 	free(r->w);

@@ -28,9 +28,12 @@
  * min_p; doubles as their bits); DRAFT [op, n, has params, seq n, anchor
  * n, 5 n settings]; STOP [8].
  *
- * The GPU part hooks in here later: a cuda model's comm is then NCCL or
- * the mailbox (tf_comm_open picks by TF_COMM_BACKEND), and the graph
- * cache's agree hook votes over the same comm; the plans do not change. */
+ * On GPUs (a cuda model) the comm is TF_COMM_BACKEND's: the host backend
+ * (the forward stages its collectives through pinned host memory: what
+ * runs several ranks on one GPU), or NCCL or the mailbox (device memory:
+ * the rank's GPU, TF_TP_DEVICE, is opened before the comm; the forward's
+ * collectives run on the model's stream, and its graph cache votes over
+ * the comm: compute/tp.h). The plans do not change. */
 #ifndef TF_COMPUTE_RANKS_H
 #define TF_COMPUTE_RANKS_H
 

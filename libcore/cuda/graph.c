@@ -219,6 +219,29 @@ fail:
 	return st;
 }
 
+bool tf_graph_has(const struct tf_graph_cache *c, const char *key, uint64_t fingerprint)
+{
+	if (c->o.off || c->o.max == 0 || c->st.failed || (c->have_fp && fingerprint != c->fp))
+		return false;
+	uintptr_t idx;
+	return tf_hmap_get_str(&c->map, key, strlen(key), &idx);
+}
+
+void tf_graph_forget(struct tf_graph_cache *c, const char *key)
+{
+	uintptr_t idx;
+	if (tf_hmap_get_str(&c->map, key, strlen(key), &idx)) {
+		evict(c, idx);
+		c->st.evicted++;
+	}
+}
+
+void tf_graph_set_agree(struct tf_graph_cache *c, tf_graph_agree_fn agree, void *ctx)
+{
+	c->o.agree = agree;
+	c->o.agree_ctx = ctx;
+}
+
 void tf_graph_stats(const struct tf_graph_cache *c, struct tf_graph_stats *s)
 {
 	*s = c->st;

@@ -96,6 +96,20 @@ tf_status tf_graph_run(struct tf_graph_cache *c, const char *key, uint64_t finge
                        void *stream, tf_graph_body_fn body, void *arg);
 void tf_graph_stats(const struct tf_graph_cache *c, struct tf_graph_stats *s);
 
+/* For a caller whose ranks must also agree on hits (their keys name
+ * rank-local work, such as device addresses, so one rank may hit where
+ * another misses): whether tf_graph_run(key, fingerprint) would hit now
+ * (a fingerprint change is a miss), and forget key's graph (destroyed;
+ * the next run of it misses). Then a hit is taken only when every rank
+ * has one (a vote of the caller's), and a rank whose peer missed forgets
+ * its graph before the run, so that every rank takes the miss path, with
+ * its votes, together. */
+bool tf_graph_has(const struct tf_graph_cache *c, const char *key, uint64_t fingerprint);
+void tf_graph_forget(struct tf_graph_cache *c, const char *key);
+/* Set the agree hook (opts.agree) of a cache, e.g. once the ranks' comm
+ * exists; NULL: one rank. */
+void tf_graph_set_agree(struct tf_graph_cache *c, tf_graph_agree_fn agree, void *ctx);
+
 /* FNV-1a-64 over the little-endian bytes of n 64-bit words (buffer
  * addresses, sizes): the fingerprint of what a graph bakes in. */
 uint64_t tf_graph_fingerprint(const uint64_t *words, size_t n);

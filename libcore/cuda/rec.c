@@ -102,6 +102,7 @@ void tf_cu_rec_begin(struct tf_cu_rec *r, bool dry)
 	r->unknown = false;
 	r->hashing = true;
 	r->dry = dry;
+	r->foreign = 0;
 }
 
 void tf_cu_rec_end(struct tf_cu_rec *r)
@@ -188,7 +189,7 @@ bool tf_cu_rec_kernel(tf_cu_stream s, tf_cu_func f, unsigned gx, unsigned gy, un
 	if (!r)
 		return false;
 	r->n.kernels++;
-	if (!r->hashing)
+	if (!r->hashing || r->foreign)
 		return r->dry;
 	size_t sizes[TF_CU_REC_MAX_PARAMS];
 	int n = param_sizes(r, f, sizes);
@@ -223,7 +224,7 @@ bool tf_cu_rec_blas(tf_cu_stream s, const void *args, size_t n)
 	if (!r)
 		return false;
 	r->n.blas++;
-	if (r->hashing) {
+	if (r->hashing && !r->foreign) {
 		mix_u64(r, 'B');
 		tf_cu_rec_mix(r, args, n);
 		FILE *t = r->dry ? trace_file() : NULL;
@@ -241,7 +242,7 @@ bool tf_cu_rec_copy(tf_cu_stream s, int kind, uint64_t dst, uint64_t src, size_t
 	if (!r)
 		return false;
 	r->n.copies++;
-	if (r->hashing) {
+	if (r->hashing && !r->foreign) {
 		uint64_t w[4] = {(uint64_t)kind, dst, src, n};
 		for (int i = 0; i < 4; i++)
 			mix_u64(r, w[i]);
@@ -260,7 +261,7 @@ bool tf_cu_rec_memset(tf_cu_stream s, uint64_t p, uint32_t value, unsigned elem,
 	if (!r)
 		return false;
 	r->n.memsets++;
-	if (r->hashing) {
+	if (r->hashing && !r->foreign) {
 		uint64_t w[4] = {'M', p, (uint64_t)value << 8 | elem, n};
 		for (int i = 0; i < 4; i++)
 			mix_u64(r, w[i]);
@@ -271,4 +272,27 @@ bool tf_cu_rec_memset(tf_cu_stream s, uint64_t p, uint32_t value, unsigned elem,
 		r->items++;
 	}
 	return r->dry;
+}
+
+bool tf_cu_rec_foreign(tf_cu_stream s, const void *id, size_t n)
+{
+	struct tf_cu_rec *r = tf_cu_rec_of(s);
+	if (!r)
+		return false;
+	if (r->hashing && !r->foreign) {
+		mix_u64(r, 'F');
+		tf_cu_rec_mix(r, id, n);
+		r->items++;
+	}
+	if (r->dry)
+		return true;
+	r->foreign++;
+	return false;
+}
+
+void tf_cu_rec_foreign_end(tf_cu_stream s)
+{
+	struct tf_cu_rec *r = tf_cu_rec_of(s);
+	if (r && r->foreign > 0)
+		r->foreign--;
 }

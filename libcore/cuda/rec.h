@@ -49,6 +49,7 @@ struct tf_cu_rec {
 	bool unknown;    /* a kernel's parameters could not be read while hashing */
 	uint64_t fp;     /* FNV-1a 64 of the items since tf_cu_rec_begin */
 	uint64_t items;  /* items hashed since tf_cu_rec_begin */
+	int foreign;     /* inside tf_cu_rec_foreign .. _end: items are not hashed */
 	/* The byte sizes of f's parameters, in order: how many (at most max),
 	 * or -1 when unknown. NULL: the driver's cuFuncGetParamInfo. Tests
 	 * set their own. */
@@ -82,5 +83,16 @@ bool tf_cu_rec_kernel(tf_cu_stream s, tf_cu_func f, unsigned gx, unsigned gy, un
 bool tf_cu_rec_blas(tf_cu_stream s, const void *args, size_t n);
 bool tf_cu_rec_copy(tf_cu_stream s, int kind, uint64_t dst, uint64_t src, size_t n);
 bool tf_cu_rec_memset(tf_cu_stream s, uint64_t p, uint32_t value, unsigned elem, size_t n);
+
+/* Work a library queues on s without asking the recorder (a collective:
+ * NCCL's kernels, the mailbox's launch): tf_cu_rec_foreign folds id (n
+ * bytes naming the call: its kind, buffers and sizes) into the
+ * fingerprint as one item and returns true when s's recorder is dry (the
+ * caller queues nothing and succeeds). Otherwise the caller queues the
+ * work and then calls tf_cu_rec_foreign_end: in between, items on s are
+ * counted but not hashed (a dry pass cannot see them, so the capture that
+ * is compared with it must not either). */
+bool tf_cu_rec_foreign(tf_cu_stream s, const void *id, size_t n);
+void tf_cu_rec_foreign_end(tf_cu_stream s);
 
 #endif

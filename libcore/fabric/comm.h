@@ -6,7 +6,9 @@
  * Results are bit-exact and independent of the backend: sums run in rank
  * order (rank 0's operand first), bf16 and f16 are summed in fp32 and
  * rounded to the type after each rank's addition (with two ranks: once),
- * i32 wraps. Every rank must make the same calls with the same counts; the
+ * i32 wraps. One exception: NCCL past two ranks sums in its own order
+ * (its ring's), so its f32 sums of three or more ranks may differ from the
+ * others' in the last bits (with two, a + b is b + a). Every rank must make the same calls with the same counts; the
  * host backends check this and refuse a desynchronised call on every rank
  * with TF_ERR_MISMATCH.
  *
@@ -42,6 +44,7 @@ struct tf_comm_ops {
 	tf_status (*check)(struct tf_comm *c);
 	void (*abort)(struct tf_comm *c);
 	void (*free)(struct tf_comm *c);
+	tf_status (*vote)(struct tf_comm *c, bool mine, bool *all);
 };
 
 struct tf_comm {
@@ -78,6 +81,14 @@ tf_status tf_comm_reduce(void *dst, const void *const *srcs, int n, size_t count
 #define tf_comm_check(c) ((c)->ops->check(c))
 #define tf_comm_abort(c) ((c)->ops->abort(c))
 void tf_comm_free(struct tf_comm *c);
+
+/* vote: *all = the AND over every rank of mine, on the host, blocking
+ * (a device backend's runs on a private stream of its own, ordered with
+ * nothing the caller queued): the graph cache's agreement
+ * (cuda/graph.h), one call that every rank makes at the same point. */
+tf_status tf_comm_vote(struct tf_comm *c, bool mine, bool *all);
+/* For backends: a vote over c's host all-gather of one byte a rank. */
+tf_status tf_comm_host_vote(struct tf_comm *c, bool mine, bool *all);
 
 /* Host backend over the bootstrap's control sockets (processes): rank 0
  * gathers each call's operands, checks that every rank made the same call,

@@ -22,10 +22,14 @@ struct hook {
 
 struct tf_fate {
 	struct tf_boot *boot;
-	double grace_s;
+	struct tf_fate_opts o;
 	int wake[2];
 	pthread_t thread;
+	pthread_mutex_t send_mu;          /* one frame at a time on a socket */
 	bool stopped[TF_BOOT_MAX_WORLD];
+	double heard[TF_BOOT_MAX_WORLD];  /* when the last frame of peer r came */
+	bool beating[TF_BOOT_MAX_WORLD];  /* a frame of peer r came */
+	uint64_t beats;
 	bool closing;
 	struct hook hooks[8];
 	int nhooks;
@@ -53,26 +57,31 @@ tf_status tf_fate_frame_parse(const uint8_t p[16], uint32_t *kind, int64_t *valu
 		return tf_err(TF_ERR_FORMAT, "fate frame with bad magic");
 	*kind = (uint32_t)get(p + 4, 4);
 	*value = (int64_t)get(p + 8, 8);
-	if (*kind < TF_FATE_MEM || *kind > TF_FATE_STOP)
+	if (*kind < TF_FATE_MEM || *kind > TF_FATE_BEAT)
 		return tf_err(TF_ERR_FORMAT, "fate frame of unknown kind %u", *kind);
 	if (*kind == TF_FATE_FAIL && (*value < 0 || *value > TF_FATE_REASON_MAX))
 		return tf_err(TF_ERR_FORMAT, "fate FAIL with a reason of %lld bytes", (long long)*value);
 	return TF_OK;
 }
 
-static void send_frame(int fd, uint32_t kind, const char *reason)
+/* One frame (FAIL: value = the reason's length; BEAT: value given). */
+static void send_frame(struct tf_fate *f, int fd, uint32_t kind, const char *reason, int64_t value)
 {
 	uint8_t p[16 + TF_FATE_REASON_MAX];
 	size_t n = reason ? strlen(reason) : 0;
 	if (n > TF_FATE_REASON_MAX)
 		n = TF_FATE_REASON_MAX;
-	put(p, TF_FATE_MAGIC, 4), put(p + 4, kind, 4), put(p + 8, kind == TF_FATE_FAIL ? n : 0, 8);
+	put(p, TF_FATE_MAGIC, 4), put(p + 4, kind, 4);
+	put(p + 8, kind == TF_FATE_FAIL ? (uint64_t)n : (uint64_t)value, 8);
 	if (kind == TF_FATE_FAIL)
 		memcpy(p + 16, reason, n);
 	else
 		n = 0;
-	/* Best effort, bounded: a dead peer must not hold us. */
+	/* Best effort, bounded: a dead peer must not hold us. The lock keeps
+	 * a FAIL from another thread out of the middle of a beat. */
+	pthread_mutex_lock(&f->send_mu);
 	tf_sock_write_full(fd, p, 16 + n, tf_boot_now() + 0.2);
+	pthread_mutex_unlock(&f->send_mu);
 }
 
 static void *run_hooks(void *arg)
@@ -93,19 +102,20 @@ static void die(struct tf_fate *f, int origin, const char *reason)
 			pause(); /* a second caller waits for the first to exit */
 	struct tf_boot *b = f->boot;
 	fprintf(stderr, "%s: tp fail-fast: rank %d: %s; exiting (%d) in %.0f ms\n", tf_log_prog(),
-		b->rank, reason, TF_FATE_EXIT, f->grace_s * 1000);
+		b->rank, reason, TF_FATE_EXIT, f->o.grace_s * 1000);
 	pthread_t t;
 	if (f->nhooks && !pthread_create(&t, NULL, run_hooks, f))
 		pthread_detach(t);
 	if (!f->closing)
 		for (int r = 0; r < b->world; r++)
 			if (r != origin && b->fd[TF_BOOT_FATE][r] >= 0)
-				send_frame(b->fd[TF_BOOT_FATE][r], TF_FATE_FAIL, reason);
+				send_frame(f, b->fd[TF_BOOT_FATE][r], TF_FATE_FAIL, reason, 0);
 	for (int k = 0; k < TF_BOOT_NROLES; k++)
 		for (int r = 0; r < b->world; r++)
 			if (b->fd[k][r] >= 0)
 				shutdown(b->fd[k][r], SHUT_RDWR);
-	struct timespec ts = {(time_t)f->grace_s, (long)((f->grace_s - (double)(time_t)f->grace_s) * 1e9)};
+	double g = f->o.grace_s;
+	struct timespec ts = {(time_t)g, (long)((g - (double)(time_t)g) * 1e9)};
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
 	_exit(TF_FATE_EXIT);
@@ -126,6 +136,7 @@ static bool read_peer(struct tf_fate *f, int r)
 	char reason[TF_FATE_REASON_MAX + 200];
 	uint8_t p[16];
 	tf_status st = tf_sock_read_full(fd, p, 16, tf_boot_now() + 1.0);
+	f->heard[r] = tf_boot_now(), f->beating[r] = true;
 	if (st) {
 		if (f->stopped[r])
 			return false;
@@ -152,45 +163,103 @@ static bool read_peer(struct tf_fate *f, int r)
 	return true;
 }
 
+/* A BEAT to every peer still watched. */
+static void beat(struct tf_fate *f, const bool *live)
+{
+	struct tf_boot *b = f->boot;
+	f->beats++;
+	for (int r = 0; r < b->world; r++)
+		if (live[r] && !f->stopped[r])
+			send_frame(f, b->fd[TF_BOOT_FATE][r], TF_FATE_BEAT, NULL, (int64_t)f->beats);
+}
+
+/* Fail fast when a watched peer has been silent past its limit. */
+static void judge(struct tf_fate *f, const bool *live, double now)
+{
+	struct tf_boot *b = f->boot;
+	for (int r = 0; r < b->world; r++) {
+		if (!live[r] || f->stopped[r])
+			continue;
+		double limit = f->o.limit_s;
+		if (!f->beating[r] && b->timeout_s > limit)
+			limit = b->timeout_s; /* its fate may not have started yet */
+		if (now - f->heard[r] <= limit)
+			continue;
+		char reason[TF_FATE_REASON_MAX];
+		snprintf(reason, sizeof reason, "rank %d sent nothing on the fate channel for %.2f s "
+			 "(it is stopped, hung or cut off; TF_TP_HEARTBEAT_LIMIT_S=%g)", r, now - f->heard[r],
+			 f->o.limit_s);
+		die(f, r, reason);
+	}
+}
+
 static void *watch(void *arg)
 {
 	struct tf_fate *f = arg;
 	struct tf_boot *b = f->boot;
 	bool live[TF_BOOT_MAX_WORLD] = {0};
-	for (int r = 0; r < b->world; r++)
+	double start = tf_boot_now(), next = start;
+	for (int r = 0; r < b->world; r++) {
 		live[r] = r != b->rank && b->fd[TF_BOOT_FATE][r] >= 0;
+		f->heard[r] = start;
+	}
 	for (;;) {
+		double now = tf_boot_now();
+		if (f->o.beat_s > 0 && now >= next) {
+			beat(f, live);
+			next = now + f->o.beat_s;
+		}
+		int timeout = -1;
+		if (f->o.beat_s > 0) {
+			double ms = (next - tf_boot_now()) * 1000;
+			timeout = ms < 1 ? 1 : (int)ms + 1;
+		}
 		struct pollfd p[TF_BOOT_MAX_WORLD + 1];
 		int who[TF_BOOT_MAX_WORLD + 1], n = 0;
 		p[n] = (struct pollfd){f->wake[0], POLLIN, 0}, who[n++] = -1;
 		for (int r = 0; r < b->world; r++)
 			if (live[r])
 				p[n] = (struct pollfd){b->fd[TF_BOOT_FATE][r], POLLIN | POLLRDHUP, 0}, who[n++] = r;
-		if (poll(p, (nfds_t)n, -1) < 0) {
+		int k = poll(p, (nfds_t)n, timeout);
+		if (k < 0) {
 			if (errno == EINTR)
 				continue;
 			die(f, -1, "fate watcher: poll failed");
 		}
 		if (p[0].revents)
 			return NULL; /* clean stop */
+		/* What has arrived first, then the silences: a watcher that woke
+		 * late finds its peers' beats waiting. */
 		for (int i = 1; i < n; i++)
 			if (p[i].revents && !read_peer(f, who[i]))
 				live[who[i]] = false;
+		if (f->o.limit_s > 0)
+			judge(f, live, tf_boot_now());
 	}
 }
 
-tf_status tf_fate_start(struct tf_boot *boot, double grace_s, struct tf_fate **out)
+struct tf_fate_opts tf_fate_opts_of(const struct tf_fabric_settings *s)
+{
+	return (struct tf_fate_opts){s->grace_s, s->beat_s, s->beat_limit_s};
+}
+
+tf_status tf_fate_start(struct tf_boot *boot, const struct tf_fate_opts *o, struct tf_fate **out)
 {
 	struct tf_fate *f = calloc(1, sizeof *f);
 	if (!f)
 		return tf_err(TF_ERR_NOMEM, "fate: out of memory");
-	f->boot = boot, f->grace_s = grace_s;
+	f->boot = boot, f->o = *o;
+	if (f->o.limit_s > 0 && f->o.beat_s <= 0)
+		f->o.limit_s = 0; /* nothing beats: nothing to judge */
+	pthread_mutex_init(&f->send_mu, NULL);
 	if (pipe2(f->wake, O_CLOEXEC)) {
+		pthread_mutex_destroy(&f->send_mu);
 		free(f);
 		return tf_err_errno(TF_ERR_OS, "fate: pipe");
 	}
 	if (pthread_create(&f->thread, NULL, watch, f)) {
 		close(f->wake[0]), close(f->wake[1]);
+		pthread_mutex_destroy(&f->send_mu);
 		free(f);
 		return tf_err(TF_ERR_OS, "fate: cannot start the watcher thread");
 	}
@@ -216,10 +285,11 @@ void tf_fate_stop(struct tf_fate *f)
 	f->closing = true;
 	for (int r = 0; r < b->world; r++)
 		if (r != b->rank && b->fd[TF_BOOT_FATE][r] >= 0) {
-			send_frame(b->fd[TF_BOOT_FATE][r], TF_FATE_STOP, NULL);
+			send_frame(f, b->fd[TF_BOOT_FATE][r], TF_FATE_STOP, NULL, 0);
 			close(b->fd[TF_BOOT_FATE][r]);
 			b->fd[TF_BOOT_FATE][r] = -1;
 		}
 	close(f->wake[0]), close(f->wake[1]);
+	pthread_mutex_destroy(&f->send_mu);
 	free(f);
 }

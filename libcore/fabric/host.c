@@ -309,7 +309,8 @@ static void th_free(struct tf_comm *c)
 }
 
 static const struct tf_comm_ops thread_ops = {hb_all_reduce, hb_all_gather, hb_all_gather_v,
-					      hb_exchange, hb_barrier, th_check, th_abort, th_free};
+					      hb_exchange, hb_barrier, th_check, th_abort, th_free,
+					      tf_comm_host_vote};
 
 tf_status tf_host_group_new(int world, double timeout_s, struct tf_host_group **out)
 {
@@ -483,7 +484,8 @@ static void tc_free(struct tf_comm *c)
 }
 
 static const struct tf_comm_ops tcp_ops = {hb_all_reduce, hb_all_gather, hb_all_gather_v,
-					   hb_exchange, hb_barrier, tc_check, tc_abort, tc_free};
+					   hb_exchange, hb_barrier, tc_check, tc_abort, tc_free,
+					   tf_comm_host_vote};
 
 tf_status tf_comm_host_new(struct tf_boot *boot, struct tf_comm **out)
 {

@@ -160,6 +160,13 @@ static tf_status m_barrier(struct tf_comm *c)
 	return m->nccl->ops->barrier(m->nccl);
 }
 
+static tf_status m_vote(struct tf_comm *c, bool mine, bool *all)
+{
+	struct mcomm *m = (struct mcomm *)c;
+	m->nccl->calls++;
+	return m->nccl->ops->vote(m->nccl, mine, all);
+}
+
 static tf_status m_check(struct tf_comm *c)
 {
 	struct mcomm *m = (struct mcomm *)c;
@@ -207,7 +214,7 @@ static void m_free(struct tf_comm *c)
 }
 
 static const struct tf_comm_ops mailbox_ops = {m_all_reduce, m_all_gather, m_all_gather_v, m_exchange,
-					       m_barrier, m_check, m_abort, m_free};
+					       m_barrier, m_check, m_abort, m_free, m_vote};
 
 /* 65 bytes: has-kernel, then the host identity, zero-padded. */
 static void host_blob(uint8_t out[65])

@@ -119,6 +119,29 @@ static tf_status n_barrier(struct tf_comm *c)
 	return e ? e : TF_CU(tf_cu->StreamSynchronize(n->priv));
 }
 
+/* The barrier with a word: each rank's int32 gathered on the private
+ * stream, then waited for. */
+static tf_status n_vote(struct tf_comm *c, bool mine, bool *all)
+{
+	struct ncomm *n = (struct ncomm *)c;
+	int32_t v = mine, got[TF_BOOT_MAX_WORLD];
+	tf_status e = TF_CU(tf_cu->MemcpyHtoDAsync(n->scratch, &v, sizeof v, n->priv));
+	if (!e)
+		e = NC(n, n->api.AllGather((void *)(uintptr_t)n->scratch, (void *)(uintptr_t)(n->scratch + 8),
+					   1, NCCL_INT32, n->comm, n->priv));
+	if (!e)
+		e = TF_CU(tf_cu->MemcpyDtoHAsync(got, n->scratch + 8, sizeof *got * (size_t)c->world, n->priv));
+	if (!e)
+		e = TF_CU(tf_cu->StreamSynchronize(n->priv));
+	if (e)
+		return e;
+	bool a = true;
+	for (int r = 0; r < c->world; r++)
+		a = a && got[r];
+	*all = a;
+	return TF_OK;
+}
+
 static tf_status n_check(struct tf_comm *c)
 {
 	struct ncomm *n = (struct ncomm *)c;
@@ -153,7 +176,7 @@ static void n_free(struct tf_comm *c)
 }
 
 static const struct tf_comm_ops nccl_ops = {n_all_reduce, n_all_gather, n_all_gather_v, n_exchange,
-					    n_barrier, n_check, n_abort, n_free};
+					    n_barrier, n_check, n_abort, n_free, n_vote};
 
 int tf_comm_nccl_version(const struct tf_comm *c)
 {

@@ -132,6 +132,14 @@ static tf_status r_barrier(struct tf_comm *c)
 	return r->host->ops->barrier(r->host);
 }
 
+static tf_status r_vote(struct tf_comm *c, bool mine, bool *all)
+{
+	struct rcomm *r = (struct rcomm *)c;
+	large(r);
+	r->host->calls++;
+	return r->host->ops->vote(r->host, mine, all);
+}
+
 static tf_status r_check(struct tf_comm *c)
 {
 	struct rcomm *r = (struct rcomm *)c;
@@ -157,7 +165,7 @@ static void r_free(struct tf_comm *c)
 }
 
 static const struct tf_comm_ops roce_ops = {r_all_reduce, r_all_gather, r_all_gather_v, r_exchange,
-					    r_barrier, r_check, r_abort, r_free};
+					    r_barrier, r_check, r_abort, r_free, r_vote};
 
 struct tf_roce *tf_comm_roce_transport(struct tf_comm *c)
 {

@@ -33,6 +33,8 @@ static const struct var vars[TF_FABRIC_NOPTS] = {
 	{"TF_TP_MAILBOX_P2P", "mailbox-p2p", "on|off", "on", "mailbox inboxes in GPU memory when the GPUs reach each other", "on|off|1|0", K_CHOICE, 0, 0, OFF(mailbox_p2p)},
 	{"TF_TP_FAILFAST", "failfast", "on|off", "on", "end every rank when one fails", "on|off|1|0", K_CHOICE, 0, 0, OFF(failfast)},
 	{"TF_TP_FAILFAST_GRACE_S", "failfast-grace", "S", "1.0", "seconds before a fail-fast exit 70", NULL, K_DOUBLE, 0, 60, OFF(grace_s)},
+	{"TF_TP_HEARTBEAT_S", "heartbeat", "S", "0.1", "seconds between a rank's heartbeats on the fate channel", NULL, K_DOUBLE, 0.01, 60, OFF(beat_s)},
+	{"TF_TP_HEARTBEAT_LIMIT_S", "heartbeat-limit", "S", "0.4", "silence of a rank that ends every rank (0: never)", NULL, K_DOUBLE, 0, 3600, OFF(beat_limit_s)},
 	{"TF_NCCL_LIB", "nccl-lib", "FILE", "libnccl.so.2", "NCCL library to open", NULL, K_STR, 0, 0, OFF(nccl_lib)},
 	{"TF_TP_ROCE_HCA", "roce-hca", "LIST", "", "RoCE HCAs as name[:gid],... (at most 2; empty: choose)", NULL, K_STR, 0, 0, OFF(roce_hca)},
 	{"TF_TP_ROCE_HCAS", "roce-hcas", "N", "2", "RoCE ports to choose", NULL, K_INT, 1, 2, OFF(roce_hcas)},
@@ -161,6 +163,11 @@ tf_status tf_fabric_settings_check(const struct tf_fabric_opts *o, struct tf_fab
 	const char *p2p = o->mailbox_p2p ? o->mailbox_p2p : "on";
 	s->mailbox_p2p = !(!strcmp(p2p, "0") || !strcmp(p2p, "off"));
 	s->grace_s = o->grace_s;
+	s->beat_s = o->beat_s;
+	s->beat_limit_s = o->beat_limit_s;
+	if (s->beat_limit_s > 0 && s->beat_limit_s < 2 * s->beat_s)
+		return tf_err(TF_ERR_CONFIG, "TF_TP_HEARTBEAT_LIMIT_S=%g: expected 0 (off) or at least "
+			      "twice TF_TP_HEARTBEAT_S=%g", s->beat_limit_s, s->beat_s);
 	const char *l = o->nccl_lib ? o->nccl_lib : "libnccl.so.2";
 	if (strlen(l) >= sizeof s->nccl_lib)
 		return tf_err(TF_ERR_CONFIG, "TF_NCCL_LIB: path too long");
@@ -201,7 +208,7 @@ static const struct {
 	{1, "TF_TP_WORLD"},          {2, "TF_COMM_BACKEND"},        {3, "TF_TP_MAILBOX_MAX_KB"},
 	{4, "TF_TP_MAILBOX_TIMEOUT_S"}, {5, "TF_TP_FAILFAST"},       {6, "TF_TP_FAILFAST_GRACE_S"},
 	{7, "TF_TP_PLAN_TIMEOUT"},    {8, "TF_TP_ROCE_WIRE"},        {9, "TF_TP_ROCE_FALLBACK"},
-	{10, "TF_TP_ROCE_CHUNKED_KB"},
+	{10, "TF_TP_ROCE_CHUNKED_KB"}, {11, "TF_TP_HEARTBEAT_S"},      {12, "TF_TP_HEARTBEAT_LIMIT_S"},
 };
 #define NAGREED (sizeof agreed_fields / sizeof agreed_fields[0])
 
@@ -226,6 +233,7 @@ size_t tf_fabric_settings_agreed(const struct tf_fabric_settings *s, uint8_t *ou
 		(uint64_t)(s->mailbox_timeout_s * 1e6 + 0.5), s->failfast,
 		(uint64_t)(s->grace_s * 1e6 + 0.5), (uint64_t)(s->plan_timeout_s * 1e6 + 0.5),
 		(uint64_t)s->roce_wire, s->roce_fallback_error, s->roce_chunked_kb,
+		(uint64_t)(s->beat_s * 1e6 + 0.5), (uint64_t)(s->beat_limit_s * 1e6 + 0.5),
 	};
 	size_t n = 4 + 12 * NAGREED;
 	if (cap < n)

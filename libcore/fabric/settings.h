@@ -6,8 +6,8 @@
  * range is written once and every refusal names its variable.
  *
  * The settings that must be equal on every rank (world, backend, mailbox
- * size, fail-fast and grace, plan-link timeout, the RoCE wire, fallback
- * and chunk bound) are hashed into a SHA-256
+ * size, fail-fast and grace, the heartbeat's period and limit, plan-link
+ * timeout, the RoCE wire, fallback and chunk bound) are hashed into a SHA-256
  * digest that the bootstrap agrees on; rank, device and addresses are not
  * part of it. */
 #ifndef TF_FABRIC_SETTINGS_H
@@ -41,6 +41,9 @@ struct tf_fabric_settings {
 	bool mailbox_p2p;               /* TF_TP_MAILBOX_P2P: inboxes in GPU memory (on unless 0/off) */
 	bool failfast;                  /* TF_TP_FAILFAST: on unless 0/off */
 	double grace_s;                 /* TF_TP_FAILFAST_GRACE_S: 0..60 (1.0) */
+	double beat_s;                  /* TF_TP_HEARTBEAT_S: fate heartbeat period 0.01..60 (0.1) */
+	double beat_limit_s;            /* TF_TP_HEARTBEAT_LIMIT_S: silence that ends every
+					 * rank, 0 (off) or at least twice beat_s (0.4) */
 	char nccl_lib[256];             /* TF_NCCL_LIB (libnccl.so.2) */
 	char roce_hca[160];             /* TF_TP_ROCE_HCA: name[:gid],... at most 2 ("": choose) */
 	int roce_hcas;                  /* TF_TP_ROCE_HCAS: ports to choose, 1..2 (2) */
@@ -53,13 +56,13 @@ struct tf_fabric_settings {
 /* Raw values as options and variables deliver them, before checks. */
 struct tf_fabric_opts {
 	int64_t world, rank, port, plan_port, device, mailbox_max_kb;
-	double plan_timeout_s, mailbox_timeout_s, grace_s;
+	double plan_timeout_s, mailbox_timeout_s, grace_s, beat_s, beat_limit_s;
 	const char *master, *backend, *failfast, *mailbox_p2p, *nccl_lib;
 	const char *roce_hca, *roce_wire, *roce_fallback;
 	int64_t roce_hcas, roce_tc, roce_chunked_kb;
 };
 
-#define TF_FABRIC_NOPTS 20
+#define TF_FABRIC_NOPTS 22
 
 /* Fill out[0..TF_FABRIC_NOPTS) with option-table entries (long option,
  * variable, default, range) writing into o; a program appends them to its
@@ -74,7 +77,8 @@ tf_status tf_fabric_settings_env(struct tf_fabric_settings *s,
 
 /* Check raw option values (ranges already applied by the option table) and
  * the cross-field rules (rank < world, mailbox and roce need world 2, a
- * RoCE slot of at most 1 MiB), filling s.
+ * RoCE slot of at most 1 MiB, a heartbeat limit of 0 or at least twice
+ * the period), filling s.
  * TF_ERR_CONFIG naming the variable on a bad value. */
 tf_status tf_fabric_settings_check(const struct tf_fabric_opts *o, struct tf_fabric_settings *s);
 

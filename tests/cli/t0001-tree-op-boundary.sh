@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # t0001-tree-op-boundary: outside the backends (compute/cpu*.c, cuda*.c and
 # ops.c), compute/ never touches a tensor's memory: a tensor's .data may be
-# tested for presence, handed whole to the comm (tf_tp_*: the backend's
-# buffer) or wrapped in a header (tf_tensor_make), and nothing else. The
+# tested for presence, handed whole to the comm (tp.c's tf_comm_* calls:
+# the backend's buffer), taken as a number (a fingerprint's word) or
+# wrapped in a header (tf_tensor_make), and nothing else. The
 # forward, the KV cache and DSpark then run unchanged on a device backend.
 # model_load.c is left out: it builds the CPU backend's weights in host
 # memory (a device model uploads through its backend instead).
 set -eu
 # presence tests, whole buffers to the comm, headers
-allowed='tf_tp_(sum_f32|gather)\(|!\s*[A-Za-z_>.-]*data\b|(if \(|&& )[A-Za-z_>.-]*data\)|\([A-Za-z_>.-]*data &&|&& [A-Za-z_>.-]*data;|tf_tensor_make\('
+allowed='tf_comm_all_(reduce|gather)\(|\(uintptr_t\)[A-Za-z_>.-]*data\b|!\s*[A-Za-z_>.-]*data\b|(if \(|&& )[A-Za-z_>.-]*data\)|\([A-Za-z_>.-]*data &&|&& [A-Za-z_>.-]*data;|tf_tensor_make\('
 root=$(cd "$TF_TESTS/../.." && pwd)
 cd "$root/libcore/compute"
 files=

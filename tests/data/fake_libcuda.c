@@ -3,7 +3,9 @@
  * is host memory; the entry points tf resolves exist (unless FAKE_OMIT names
  * one, built with -DFAKE_OMIT_<name>), and cuInit fails with
  * CUDA_ERROR_NO_DEVICE when built with -DFAKE_NO_DEVICE. cuGetErrorName
- * aborts for code 4: a driver being torn down must never be asked. */
+ * aborts for code 4: a driver being torn down must never be asked. With
+ * -DFAKE_PARAM_INFO it has cuFuncGetParamInfo (so graphs are on), every
+ * kernel taking one 8-byte parameter. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +94,41 @@ int cuMemsetD32Async(dptr p, unsigned v, size_t n, void *st)
 	return 0;
 }
 
+/* Streams are distinct handles (a recorder is found by its stream). */
+int cuStreamCreate(void **s, unsigned f)
+{
+	static uintptr_t next = 0x5000;
+	(void)f;
+	*s = (void *)(next += 16);
+	return 0;
+}
+
+#ifdef FAKE_PARAM_INFO
+/* Every kernel takes one 8-byte parameter (graphs on: the tests' kernels
+ * are of that shape). */
+int cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size);
+int cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size)
+{
+	(void)f;
+	if (i > 0)
+		return 1;
+	*off = 0, *size = 8;
+	return 0;
+}
+#endif
+
+/* A kernel's handle: its name's hash (never NULL). */
+int cuModuleGetFunction(void **f, void *m, const char *name)
+{
+	uintptr_t h = 0x10;
+	(void)m;
+	for (; *name; name++)
+		h = (h * 131 + (unsigned char)*name) | 0x10;
+	*f = (void *)h;
+	return 0;
+}
+
 #define STUB(name, ...) int name(__VA_ARGS__); int name(__VA_ARGS__) { return 0; }
-STUB(cuStreamCreate, void **s, unsigned f)
 STUB(cuStreamDestroy_v2, void *s)
 STUB(cuStreamSynchronize, void *s)
 STUB(cuStreamBeginCapture_v2, void *s, int m)
@@ -106,7 +141,6 @@ STUB(cuEventSynchronize, void *e)
 STUB(cuEventElapsedTime_v2, float *ms, void *a, void *b)
 STUB(cuModuleLoadData, void **m, const void *img)
 STUB(cuModuleUnload, void *m)
-STUB(cuModuleGetFunction, void **f, void *m, const char *name)
 STUB(cuFuncSetAttribute, void *f, int a, int v)
 STUB(cuFuncGetAttribute, int *v, int a, void *f)
 STUB(cuLaunchKernel, void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e,

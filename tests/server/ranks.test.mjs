@@ -4,7 +4,12 @@
 // two ranks; /health and /metrics report the world; a follower killed
 // under load ends rank 0 with exit 70 within the grace time + 0.5 s, every
 // stream in flight ending with an error frame and [DONE] and new requests
-// getting 503; SIGTERM drains, then stops the follower (exit 0).
+// getting 503; SIGTERM drains, then stops the follower (exit 0). At world
+// 4 (three followers): both SDKs' seeded replies agree and every rank
+// stops with 0; a follower stopped (SIGSTOP) under load sends no more
+// heartbeats, so rank 0 exits 70 within the heartbeat limit, its period and
+// the grace time (+ 0.5 s), the streams end with an error frame, and no
+// follower outlives it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -15,8 +20,9 @@ import Anthropic from '@anthropic-ai/sdk';
 import { start, post, stream, sleep } from './lib.mjs';
 
 let dir, pack;
-const GRACE = 1;
-const env = { TF_TP_FAILFAST_GRACE_S: String(GRACE) };
+const GRACE = 1, BEAT = 0.1, LIMIT = 0.4;
+const env = { TF_TP_FAILFAST_GRACE_S: String(GRACE), TF_TP_HEARTBEAT_S: String(BEAT),
+  TF_TP_HEARTBEAT_LIMIT_S: String(LIMIT) };
 before(() => {
   dir = fs.mkdtempSync('/tmp/tf-ranks-');
   pack = path.join(dir, 'tiny');
@@ -24,7 +30,9 @@ before(() => {
 });
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const serve = (args = []) => start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', '--local-ranks', '2', ...args, pack], env);
+const serve = (args = [], world = 2) => start(['--engine', 'cpu', '-j', '1', '--model', 'tiny', '--local-ranks', String(world), ...args, pack], env);
+const alive = (pid) => { try { process.kill(pid, 0); } catch { return false; }
+  try { return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1][0] !== 'Z'; } catch { return false; } };
 const followers = (srv) => execFileSync('pgrep', ['-P', String(srv.proc.pid)]).toString().trim().split('\n').map(Number);
 const ask = (extra = {}) => ({ model: 'tiny', messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 8, ...extra });
 
@@ -93,4 +101,52 @@ test('SIGTERM with a stream running: it finishes, then every rank stops with 0',
   assert.ok(d.frames.some((f) => f.data?.choices?.[0]?.finish_reason === 'length'));
   assert.equal((await srv.exited).code, 0);
   assert.throws(() => process.kill(pid, 0), 'the follower is gone');
+});
+
+test('four ranks: both SDKs, the same seeded reply; health names every rank; SIGTERM stops them all', async () => {
+  const srv = await serve([], 4);
+  const oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
+  const an = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
+  const req = ask({ temperature: 0.8, reasoning_effort: 'none' });
+  const a = await oa.chat.completions.create(req);
+  let streamed = '';
+  for await (const c of await oa.chat.completions.create({ ...req, stream: true })) streamed += c.choices[0]?.delta?.content ?? '';
+  assert.equal(a.usage.completion_tokens, 8);
+  assert.equal(streamed, a.choices[0].message.content ?? '');
+  const m = await an.messages.create({ model: 'tiny', max_tokens: 8, messages: req.messages, temperature: 0.8,
+    thinking: { type: 'disabled' } });
+  assert.equal(m.content.filter((c) => c.type === 'text').map((c) => c.text).join(''), a.choices[0].message.content ?? '');
+  const h = await (await fetch(srv.url + '/health')).json();
+  assert.equal(h.world, 4);
+  assert.deepEqual(h.ranks.map((r) => r.state), ['serving', 'up', 'up', 'up']);
+  const pids = followers(srv);
+  assert.equal(pids.length, 3);
+  assert.equal((await srv.stop('SIGTERM')).code, 0);
+  for (const r of [1, 2, 3]) assert.match(srv.stderr(), new RegExp(`rank ${r}: stopped after \\d+ calls`));
+  for (const pid of pids) assert.ok(!alive(pid), 'a follower is gone');
+});
+
+test('four ranks, a follower stopped under load: error frames, rank 0 exits 70 within the heartbeat limit', async () => {
+  const srv = await serve([], 4);
+  let seen = 0;
+  const long = (i) => stream(srv.url + '/v1/chat/completions',
+    ask({ max_tokens: 3000, ignore_eos: true, stream: true, seed: i, reasoning_effort: 'none' }), () => { seen++; return false; });
+  const streams = [long(1), long(2)];
+  while (seen < 8) await sleep(10);
+  const pids = followers(srv);
+  const t0 = Date.now();
+  process.kill(pids[1], 'SIGSTOP');
+  const done = await Promise.all(streams);
+  for (const d of done) {
+    const f = d.frames;
+    assert.equal(f[f.length - 1].data, '[DONE]', 'the stream ends');
+    assert.ok(f.some((x) => x.data?.error?.type === 'server_error'), 'an error frame, not a hang');
+  }
+  const exit = await srv.exited;
+  const took = (Date.now() - t0) / 1000;
+  assert.equal(exit.code, 70);
+  assert.ok(took <= LIMIT + BEAT + GRACE + 0.5, `rank 0 exited ${took.toFixed(3)} s after the stop`);
+  assert.match(srv.stderr(), /tp fail-fast: rank 0: rank 2 sent nothing on the fate channel/);
+  await sleep(500);
+  for (const pid of pids) assert.ok(!alive(pid), `follower ${pid} outlived rank 0`);
 });

@@ -166,6 +166,47 @@ START_TEST(fingerprint_sees_everything)
 }
 END_TEST
 
+/* A collective queued by a library (tf_cu_rec_foreign): one item of its
+ * id, dry or not; while dry the caller queues nothing; between it and
+ * _end the library's own launches are counted, not hashed, so a capture
+ * prints what its dry pass printed. */
+START_TEST(foreign_work)
+{
+	struct tf_cu_rec r = {.param_sizes = fake_sizes};
+	ck_assert_int_eq(tf_cu_rec_attach(&r, S1), TF_OK);
+	uint64_t id[3] = {'S', 0x1000, 64}, other[3] = {'S', 0x1000, 65}, x = 0;
+	void *px[] = {&x};
+	tf_cu_rec_begin(&r, true);
+	ck_assert(tf_cu_rec_foreign(S1, id, sizeof id)); /* dry: queue nothing */
+	ck_assert_int_eq(r.foreign, 0);
+	uint64_t dry = r.fp;
+	ck_assert_uint_eq(r.items, 1);
+	tf_cu_rec_end(&r);
+	tf_cu_rec_begin(&r, false);
+	ck_assert(!tf_cu_rec_foreign(S1, id, sizeof id)); /* a capture: queue it */
+	uint64_t k = r.n.kernels;
+	ck_assert(!tf_cu_rec_kernel(S1, K2, 1, 1, 1, 32, 1, 1, 0, px, NULL, 0)); /* the library's */
+	ck_assert(!tf_cu_rec_copy(S1, 'd', 1, 2, 3));
+	tf_cu_rec_foreign_end(S1);
+	ck_assert_uint_eq(r.n.kernels, k + 1);
+	ck_assert_uint_eq(r.fp, dry);
+	ck_assert_uint_eq(r.items, 1);
+	ck_assert(!tf_cu_rec_kernel(S1, K2, 1, 1, 1, 32, 1, 1, 0, px, NULL, 0)); /* ours again */
+	ck_assert_uint_ne(r.fp, dry);
+	tf_cu_rec_end(&r);
+	tf_cu_rec_begin(&r, true);
+	tf_cu_rec_foreign(S1, other, sizeof other);
+	ck_assert_uint_ne(r.fp, dry); /* another collective, another print */
+	tf_cu_rec_end(&r);
+	ck_assert(!tf_cu_rec_foreign(S1, id, sizeof id)); /* eager: not hashed */
+	tf_cu_rec_foreign_end(S1);
+	tf_cu_rec_foreign_end(S1); /* unbalanced: harmless */
+	ck_assert_int_eq(r.foreign, 0);
+	ck_assert(!tf_cu_rec_foreign(S2, id, sizeof id)); /* no recorder */
+	tf_cu_rec_detach(S1);
+}
+END_TEST
+
 START_TEST(unknown_parameters)
 {
 	struct tf_cu_rec r = {.param_sizes = fake_sizes};
@@ -212,6 +253,7 @@ Suite *suite_cuda_rec(void)
 	TCase *tc = tcase_create("rec");
 	tcase_add_test(tc, registry_and_counts);
 	tcase_add_test(tc, fingerprint_sees_everything);
+	tcase_add_test(tc, foreign_work);
 	tcase_add_test(tc, unknown_parameters);
 	tcase_add_test(tc, registry_full);
 	suite_add_tcase(s, tc);

@@ -41,6 +41,21 @@ START_TEST(settings_defaults_and_ranges)
 	ck_assert(s.failfast);
 	ck_assert(s.mailbox_p2p);
 	ck_assert(s.grace_s == 1.0);
+	ck_assert(s.beat_s == 0.1 && s.beat_limit_s == 0.4);
+	/* the heartbeat's limit: 0 (off) or at least two periods */
+	env_kv[0][0] = "TF_TP_HEARTBEAT_LIMIT_S", env_kv[0][1] = "0.15";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_HEARTBEAT_LIMIT_S=0.15"));
+	env_kv[0][1] = "0";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), 0);
+	ck_assert(s.beat_limit_s == 0);
+	env_kv[1][0] = "TF_TP_HEARTBEAT_S", env_kv[1][1] = "0.001";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_HEARTBEAT_S=0.001"));
+	env_kv[1][1] = "1", env_kv[0][1] = "2";
+	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), 0);
+	ck_assert(s.beat_s == 1 && s.beat_limit_s == 2);
+	memset(env_kv, 0, sizeof env_kv);
 	env_kv[0][0] = "TF_TP_MAILBOX_P2P", env_kv[0][1] = "maybe";
 	ck_assert_int_eq(tf_fabric_settings_env(&s, fake_env), TF_ERR_CONFIG);
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(TF_ERR_CONFIG), "TF_TP_MAILBOX_P2P"));
@@ -139,6 +154,15 @@ START_TEST(settings_digest)
 	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
 	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
 	ck_assert_str_eq(msg, "TF_TP_ROCE_FALLBACK (0 vs 1)");
+	/* the heartbeat: one rank's limit must not judge another's period */
+	b = a, b.beat_limit_s = 2;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_HEARTBEAT_LIMIT_S (400000 vs 2000000)");
+	b = a, b.beat_s = 0.2;
+	nb = tf_fabric_settings_agreed(&b, bb, sizeof bb);
+	tf_fabric_settings_diff(ba, na, bb, nb, msg, sizeof msg);
+	ck_assert_str_eq(msg, "TF_TP_HEARTBEAT_S (100000 vs 200000)");
 }
 END_TEST
 
@@ -329,6 +353,12 @@ static void *th_main(void *p)
 		}
 		free(in), free(out);
 	}
+	/* votes: the AND over ranks */
+	for (int k = 0; k <= a->world; k++) {
+		bool all = false;
+		if (tf_comm_vote(a->c, a->rank != k, &all) || all != (k == a->world))
+			a->failures++;
+	}
 	int32_t v = a->rank, all[3];
 	a->desync = a->rank == a->world - 1 ? tf_comm_all_gather(a->c, &v, all, 1, TF_DTYPE_F32, NULL)
 					    : tf_comm_all_gather(a->c, &v, all, 1, TF_DTYPE_I32, NULL);
@@ -424,7 +454,8 @@ END_TEST
 
 /* ---- fail-fast between processes ---- */
 
-enum { ROLE_LOOP, ROLE_FATAL, ROLE_VANISH, ROLE_STOP, ROLE_DRAIN, ROLE_STOPWORD_DIE };
+enum { ROLE_LOOP, ROLE_FATAL, ROLE_VANISH, ROLE_STOP, ROLE_DRAIN, ROLE_STOPWORD_DIE, ROLE_SIGSTOP,
+       ROLE_BUSY, ROLE_STOP_LATE };
 
 /* A child rank: bootstrap, arm fail-fast, then act out its role after
  * 0.2 s. Survivors idle until fate ends them (or 5 s pass: exit 3). */
@@ -438,7 +469,8 @@ static void child(struct tf_fabric_settings s, int role, struct tf_boot *pre)
 	if (tf_boot_open(&b, &s))
 		_exit(2);
 	struct tf_fate *f;
-	if (tf_fate_start(&b, s.grace_s, &f))
+	struct tf_fate_opts fo = tf_fate_opts_of(&s);
+	if (tf_fate_start(&b, &fo, &f))
 		_exit(2);
 	struct tf_plan_link l;
 	tf_plan_link_init(&l, &b);
@@ -456,6 +488,22 @@ static void child(struct tf_fabric_settings s, int role, struct tf_boot *pre)
 		usleep(100000);
 		raise(SIGKILL);
 		break;
+	case ROLE_SIGSTOP: /* the whole process stops: no heartbeat */
+		raise(SIGSTOP);
+		_exit(5); /* continued: not by these tests */
+	case ROLE_BUSY: { /* the main thread computes (no system call) for 1.5 s, then stops */
+		double until = tf_boot_now() + 1.5;
+		volatile uint64_t x = 1;
+		while (tf_boot_now() < until)
+			for (int i = 0; i < 100000; i++)
+				x = x * 6364136223846793005ull + 1;
+		tf_fate_stop(f);
+		_exit(0);
+	}
+	case ROLE_STOP_LATE:
+		usleep(1800000);
+		tf_fate_stop(f);
+		_exit(0);
 	case ROLE_DRAIN: /* follower: get the stop word, drain for a while, stop */
 		if (tf_plan_recv(&l, buf, 4, &n, 5) || buf[0] != 4)
 			_exit(4);
@@ -468,7 +516,8 @@ static void child(struct tf_fabric_settings s, int role, struct tf_boot *pre)
 }
 
 /* Fork world ranks with the given roles; return each exit code and the time
- * from the first exit of a role != LOOP to each rank's exit. */
+ * of each rank's exit (of a stopped rank: when it stopped; it is killed
+ * once every other rank has exited). */
 static void fork_ranks(int world, const int *roles, double grace, int *rc, double *t_exit)
 {
 	struct tf_fabric_settings s;
@@ -488,14 +537,30 @@ static void fork_ranks(int world, const int *roles, double grace, int *rc, doubl
 		}
 	}
 	close(b0.listen_fd);
-	for (int left = world; left; left--) {
+	int stopped = 0;
+	bool halted[4] = {0};
+	for (int left = world; left;) {
 		int status;
-		pid_t p = waitpid(-1, &status, 0);
-		for (int r = 0; r < world; r++)
-			if (p == pid[r]) {
-				rc[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		if (left == stopped) /* the rest are stopped: end them */
+			for (int r = 0; r < world; r++)
+				if (halted[r])
+					kill(pid[r], SIGKILL);
+		pid_t p = waitpid(-1, &status, WUNTRACED);
+		for (int r = 0; r < world; r++) {
+			if (p != pid[r])
+				continue;
+			if (WIFSTOPPED(status)) {
+				halted[r] = true, stopped++;
 				t_exit[r] = tf_boot_now();
+				continue;
 			}
+			rc[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+			if (!halted[r])
+				t_exit[r] = tf_boot_now();
+			else
+				stopped--;
+			left--;
+		}
 	}
 }
 
@@ -537,6 +602,42 @@ START_TEST(failfast_clean_stops_exit_nobody)
 	ck_assert_int_eq(rc3[1], 70);
 	ck_assert_int_eq(rc3[2], 70);
 	ck_assert(t3[1] - t3[0] <= 0.8 && t3[2] - t3[0] <= 0.8);
+}
+END_TEST
+
+/* A rank whose process stops (SIGSTOP: rank 0 or a follower) sends no
+ * heartbeat: every other rank exits 70 within the limit, a period and the
+ * grace time (+ 0.5 s) of the stop. A rank whose main thread computes for
+ * almost four limits still beats (its watcher is a thread of its own):
+ * nobody exits 70. */
+START_TEST(failfast_heartbeat)
+{
+	for (int victim = 0; victim < 2; victim++) {
+		int roles[3] = {ROLE_LOOP, ROLE_LOOP, ROLE_LOOP}, rc[3];
+		double t[3];
+		roles[victim] = ROLE_SIGSTOP;
+		fork_ranks(3, roles, 0.3, rc, t);
+		ck_assert_int_eq(rc[victim], 128 + SIGKILL);
+		for (int r = 0; r < 3; r++) {
+			if (r == victim)
+				continue;
+			double took = t[r] - t[victim];
+			fprintf(stderr, "heartbeat: rank %d stopped, rank %d exited %d after %.3f s\n", victim,
+				r, rc[r], took);
+			ck_assert_msg(rc[r] == 70, "victim %d: rank %d exit %d", victim, r, rc[r]);
+			ck_assert_msg(took <= 0.4 + 0.1 + 0.3 + 0.5, "rank %d late: %.3f s", r, took);
+			ck_assert_msg(took >= 0.4, "rank %d early: %.3f s", r, took);
+		}
+	}
+	int busy[3] = {ROLE_STOP_LATE, ROLE_BUSY, ROLE_STOP_LATE}, rc[3];
+	double t[3];
+	fork_ranks(3, busy, 0.3, rc, t);
+	for (int r = 0; r < 3; r++)
+		ck_assert_msg(rc[r] == 0, "busy: rank %d exit %d", r, rc[r]);
+	busy[0] = ROLE_BUSY, busy[1] = ROLE_STOP_LATE;
+	fork_ranks(3, busy, 0.3, rc, t);
+	for (int r = 0; r < 3; r++)
+		ck_assert_msg(rc[r] == 0, "busy rank 0: rank %d exit %d", r, rc[r]);
 }
 END_TEST
 
@@ -594,6 +695,7 @@ Suite *suite_fabric(void)
 	tcase_add_test(t, planlink_framing);
 	tcase_add_test(t, failfast_fatal_and_vanish);
 	tcase_add_test(t, failfast_clean_stops_exit_nobody);
+	tcase_add_test(t, failfast_heartbeat);
 	tcase_add_test(t, frame_parsers);
 	tcase_add_test(t, mailbox_grid);
 	suite_add_tcase(s, t);

@@ -463,6 +463,40 @@ START_TEST(ranks_agree)
 }
 END_TEST
 
+/* has/forget/set_agree (for callers that vote on hits themselves): has
+ * says what run would do, without running; a changed fingerprint is a
+ * miss; forget makes the next run of that key capture again (no leak);
+ * the hook set later is the one run's miss path votes with. */
+START_TEST(has_forget_set_agree)
+{
+	struct fake f = {.room = true};
+	struct tf_graph_cache *c = new_cache(&f, NULL, 4, 1, false);
+	int ran = 0;
+	ck_assert(!tf_graph_has(c, "a", 7));
+	run(c, "a", 7, &ran);
+	run(c, "b", 7, &ran);
+	ck_assert(tf_graph_has(c, "a", 7) && tf_graph_has(c, "b", 7));
+	ck_assert(!tf_graph_has(c, "a", 8)); /* the next run would drop every graph */
+	ck_assert(!tf_graph_has(c, "z", 7));
+	tf_graph_forget(c, "a");
+	tf_graph_forget(c, "z"); /* not held: nothing */
+	ck_assert(!tf_graph_has(c, "a", 7) && tf_graph_has(c, "b", 7));
+	ck_assert_int_eq(f.live, 1);
+	struct voter v = {0};
+	tf_graph_set_agree(c, vote, &v);
+	run(c, "a", 7, &ran); /* captured again, voted */
+	ck_assert_int_eq(f.captures, 3);
+	ck_assert_int_gt(v.calls, 0);
+	ck_assert(tf_graph_has(c, "a", 7));
+	tf_graph_set_agree(c, NULL, NULL);
+	int calls = v.calls;
+	run(c, "c", 7, &ran);
+	ck_assert_int_eq(v.calls, calls);
+	tf_graph_cache_free(c);
+	ck_assert_int_eq(f.live, 0);
+}
+END_TEST
+
 Suite *suite_graph(void)
 {
 	Suite *s = suite_create("graph");
@@ -477,6 +511,7 @@ Suite *suite_graph(void)
 	tcase_add_test(tc, declined_capture_stays_on);
 	tcase_add_test(tc, vote_error_frees_exec);
 	tcase_add_test(tc, ranks_agree);
+	tcase_add_test(tc, has_forget_set_agree);
 	suite_add_tcase(s, tc);
 	return s;
 }

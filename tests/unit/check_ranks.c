@@ -3,8 +3,9 @@
  * - rank 0 in the test, rank 1 a forked process following it: every
  *   model call rank 0 makes (sequence new, fork, rollback and free, a
  *   forward with logits, one with sampling) gives logits and tokens equal
- *   to the bit to the in-process group's (compute/group.h) at world 2,
- *   and the stop plan ends the follower with exit 0;
+ *   to the bit to the in-process group's (compute/group.h) at worlds 2
+ *   and 4 (ranks 1..3 each a process), and the stop plan ends the
+ *   followers with exit 0;
  * - serving settings that differ are refused on both ranks, naming the
  *   line and rank 0's value;
  * - a replayed sequence call whose result differs from rank 0's is a
@@ -25,12 +26,12 @@
 #include "tinypack.h"
 
 static struct tinypack pk;
-static char env_rank[8], env_port[16];
+static char env_world[8] = "2", env_rank[8], env_port[16];
 
 static const char *fake_env(const char *name)
 {
 	if (!strcmp(name, "TF_TP_WORLD"))
-		return "2";
+		return env_world;
 	if (!strcmp(name, "TF_TP_RANK"))
 		return env_rank;
 	if (!strcmp(name, "TF_COMM_BACKEND"))
@@ -74,13 +75,13 @@ static struct tf_ranks *listen_rank0(int *port)
 
 /* A forked follower: connects (agreeing on text), loads, follows; its
  * exit code is the status's (0 after the stop plan). */
-static pid_t fork_follower(int port, const char *text)
+static pid_t fork_follower_rank(int rank, int port, const char *text)
 {
 	pid_t p = fork();
 	ck_assert_int_ge(p, 0);
 	if (p)
 		return p;
-	struct tf_ranks *r = new_rank(1, port);
+	struct tf_ranks *r = new_rank(rank, port);
 	tf_status st = tf_ranks_connect(r, text, "serving settings");
 	if (st) {
 		fprintf(stderr, "follower: %s\n", tf_errmsg(st));
@@ -94,6 +95,11 @@ static pid_t fork_follower(int port, const char *text)
 	tf_model_free(m);
 	tf_ranks_free(r);
 	_exit(st ? 70 : 0);
+}
+
+static pid_t fork_follower(int port, const char *text)
+{
+	return fork_follower_rank(1, port, text);
 }
 
 static int reap(pid_t p)
@@ -174,10 +180,14 @@ static tf_status g_fwd(void *g, int R, const int32_t *i, const int64_t *p, const
 
 START_TEST(processes_equal_group)
 {
+	int world = 2 << _i;
+	snprintf(env_world, sizeof env_world, "%d", world);
 	tinypack_make(&pk, "ranks", 5);
 	int port;
 	struct tf_ranks *r0 = listen_rank0(&port);
-	pid_t child = fork_follower(port, "context 64\n");
+	pid_t child[4];
+	for (int q = 1; q < world; q++)
+		child[q] = fork_follower_rank(q, port, "context 64\n");
 	ck_assert_int_eq(tf_ranks_connect(r0, "context 64\n", "serving settings"), TF_OK);
 	struct tf_model_opts o = model_opts();
 	struct tf_model *m;
@@ -204,17 +214,18 @@ START_TEST(processes_equal_group)
 	ck_assert_uint_gt(tf_ranks_plans(r0), 10);
 	tf_model_free(m);
 	tf_ranks_free(r0);
-	ck_assert_int_eq(reap(child), 0);
+	for (int q = 1; q < world; q++)
+		ck_assert_int_eq(reap(child[q]), 0);
 
 	struct tf_model_group *g;
-	ck_assert_int_eq(tf_model_group_open(pk.pack, 2, &o, &g), TF_OK);
+	ck_assert_int_eq(tf_model_group_open(pk.pack, world, &o, &g), TF_OK);
 	struct calls cg = {g_new, g_fork, g_rb, g_free, g_fwd, V};
 	run(&cg, g, b, tb);
 	size_t diff = 0;
 	for (size_t i = 0; i < rows * V; i++)
 		diff += memcmp(&a[i], &b[i], sizeof *a) != 0;
-	fprintf(stderr, "world 2 as processes vs in-process group: %zu of %zu logits differ, "
-		"greedy tokens %d %d %d %d vs %d %d %d %d\n", diff, rows * V, ta[0], ta[1], ta[2],
+	fprintf(stderr, "world %d as processes vs in-process group: %zu of %zu logits differ, "
+		"greedy tokens %d %d %d %d vs %d %d %d %d\n", world, diff, rows * V, ta[0], ta[1], ta[2],
 		ta[3], tb[0], tb[1], tb[2], tb[3]);
 	ck_assert_uint_eq(diff, 0);
 	ck_assert(!memcmp(ta, tb, sizeof ta));
@@ -232,6 +243,7 @@ START_TEST(processes_equal_group)
 	tf_model_group_free(g);
 	free(a), free(b);
 	tinypack_drop(&pk);
+	snprintf(env_world, sizeof env_world, "2");
 }
 END_TEST
 
@@ -295,7 +307,7 @@ Suite *suite_ranks(void)
 	Suite *s = suite_create("ranks");
 	TCase *tc = tcase_create("tiny");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, processes_equal_group);
+	tcase_add_loop_test(tc, processes_equal_group, 0, 2);
 	tcase_add_test(tc, settings_refused);
 	tcase_add_test(tc, replay_checks);
 	suite_add_tcase(s, tc);

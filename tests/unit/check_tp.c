@@ -484,6 +484,268 @@ START_TEST(prepared_refused)
 }
 END_TEST
 
+/* ---- the collectives' paths on the CUDA backend (tp.h), without a GPU ----
+ *
+ * Over tests/data/fake_libcuda.c (device memory is host memory, kernels
+ * and graph launches do nothing; built with FAKE_PARAM_INFO so that
+ * graphs are on), two CUDA backends on two threads:
+ * - staged: a host-threads comm; sums and gathers through the pinned host
+ *   buffer equal the host reference to the bit, the buffer is kept across
+ *   calls of one size (no allocation per call), and the bytes staged are
+ *   counted;
+ * - device: a comm that says it holds device memory (the host-threads
+ *   comm behind it: the fake's device addresses are host addresses), so
+ *   the collectives take the backend's stream; eager calls equal the
+ *   reference; graphed calls with the ranks' vote stay in step when one
+ *   rank's work changes under the same key (it misses where the other
+ *   hits: both capture), and when one rank turns graphs off (both run
+ *   eagerly): the two ranks' graph counters are equal throughout, and no
+ *   host collective is left waiting (a rank that replayed while its peer
+ *   ran the collective would time the group out). */
+#if TF_CUDA
+#include <pthread.h>
+
+#include "compute/cuda_impl.h"
+#include "compute/tp.h"
+
+static char fake_dir[64];
+
+static void fake_driver(void)
+{
+	snprintf(fake_dir, sizeof fake_dir, "/tmp/tf-fakecuda-tp.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(fake_dir));
+	char lib[128], cmd[1024];
+	snprintf(lib, sizeof lib, "%s/libcuda.so", fake_dir);
+	const char *data = getenv("TF_TEST_DATA"), *cc = getenv("CC");
+	snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O0 -DFAKE_PARAM_INFO -o '%s' '%s/fake_libcuda.c'",
+		 cc && *cc ? cc : "cc", lib, data ? data : "tests/data");
+	ck_assert_msg(system(cmd) == 0, "cannot build the fake driver: %s", cmd);
+	setenv("TF_CUDA_LIBRARY", lib, 1);
+	setenv("TF_CUDA_ARENA", "plain", 1);
+	setenv("TF_CUDA_BLAS", "0", 1);
+	unsetenv("TF_CUDA_GRAPHS");
+}
+
+static void fake_driver_drop(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", fake_dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A comm that says it holds device memory, over a host-threads comm. */
+struct devcomm {
+	struct tf_comm base;
+	struct tf_comm *in;
+};
+#define IN(c) (((struct devcomm *)(c))->in)
+static tf_status d_reduce(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
+			  enum tf_redop op, tf_cu_stream st)
+{
+	(void)st;
+	return tf_comm_all_reduce(IN(c), s, r, n, dt, op, NULL);
+}
+static tf_status d_gather(struct tf_comm *c, const void *s, void *r, size_t n, enum tf_dtype dt,
+			  tf_cu_stream st)
+{
+	(void)st;
+	return tf_comm_all_gather(IN(c), s, r, n, dt, NULL);
+}
+static tf_status d_gather_v(struct tf_comm *c, const void *s, void *r, size_t stride,
+			    const uint32_t *lens, tf_cu_stream st)
+{
+	(void)st;
+	return tf_comm_all_gather_v(IN(c), s, r, stride, lens, NULL);
+}
+static tf_status d_exchange(struct tf_comm *c, const void *s, void *r, size_t n, int peer,
+			    tf_cu_stream st)
+{
+	(void)st;
+	return tf_comm_exchange(IN(c), s, r, n, peer, NULL);
+}
+static tf_status d_barrier(struct tf_comm *c) { return tf_comm_barrier(IN(c)); }
+static tf_status d_check(struct tf_comm *c) { return tf_comm_check(IN(c)); }
+static void d_abort(struct tf_comm *c) { tf_comm_abort(IN(c)); }
+static void d_free(struct tf_comm *c) { (void)c; }
+static tf_status d_vote(struct tf_comm *c, bool mine, bool *all) { return tf_comm_vote(IN(c), mine, all); }
+static const struct tf_comm_ops dev_ops = {d_reduce, d_gather, d_gather_v, d_exchange, d_barrier,
+					   d_check, d_abort, d_free, d_vote};
+
+enum { N = 1000, CALLS = 24, ODD_CALL = 9, OFF_AT = 16 };
+
+struct rank {
+	int r;
+	struct tf_be *be;
+	struct tf_comm *comm;
+	struct tf_tp tp;
+	bool staged;
+	int call;
+	struct tf_tensor x, all;
+	struct tf_be_counters ctr[CALLS];
+	int fails;
+};
+
+static float val(int rank, int i, int k)
+{
+	return (float)((i * 7 + k * 13) % 101) * 0.37f + (float)rank * 1e-3f - 3.0f;
+}
+
+/* The reference sum over 2 ranks in rank order. */
+static float ref_sum(int i, int k)
+{
+	return val(0, i, k) + val(1, i, k);
+}
+
+/* One graphed call: a kernel whose parameter is the rank's value (rank 1
+ * changes it at ODD_CALL: same key, other work), then a sum of x. */
+static tf_status work_run(void *arg)
+{
+	struct rank *k = arg;
+	static struct cuda_fn fn = {"tf_test_kernel", NULL, 0};
+	uint64_t v = k->r == 1 && k->call == ODD_CALL ? 99 : 7;
+	void *params[] = {&v};
+	tf_status st = cuda_launch(k->be, &fn, 1, 1, 32, 0, params);
+	return st ? st : tf_tp_sum_f32(&k->tp, &k->x);
+}
+
+static void work_undo(void *arg)
+{
+	(void)arg;
+}
+
+static void *rank_main(void *arg)
+{
+	struct rank *k = arg;
+	ck_assert_int_eq(tf_cuda_be_use(k->be), TF_OK);
+	ck_assert_int_eq(tf_tp_init(&k->tp, k->be, k->comm), TF_OK);
+	ck_assert_int_eq(k->tp.path, k->staged ? TF_TP_STAGED : TF_TP_DEVICE);
+	float *h = malloc(sizeof(float) * 2 * N), *got = malloc(sizeof(float) * 2 * N);
+	ck_assert_int_eq(tf_be_tensor(k->be, &k->x, TF_DT_F32, 1, (int64_t)N), TF_OK);
+	ck_assert_int_eq(tf_be_tensor(k->be, &k->all, TF_DT_F32, 1, (int64_t)2 * N), TF_OK);
+	/* eager sums and gathers against the reference */
+	void *buf = NULL;
+	for (int c = 0; c < 3; c++) {
+		for (int i = 0; i < N; i++)
+			h[i] = val(k->r, i, c);
+		ck_assert_int_eq(k->be->ops->upload(k->be, &k->x, h), TF_OK);
+		ck_assert_int_eq(tf_tp_gather(&k->tp, &k->x, &k->all), TF_OK);
+		ck_assert_int_eq(tf_tp_sum_f32(&k->tp, &k->x), TF_OK);
+		ck_assert_int_eq(k->be->ops->download(k->be, &k->x, got), TF_OK);
+		for (int i = 0; i < N; i++)
+			if (memcmp(&got[i], &(float){ref_sum(i, c)}, 4))
+				k->fails++;
+		ck_assert_int_eq(k->be->ops->download(k->be, &k->all, got), TF_OK);
+		for (int r = 0; r < 2; r++)
+			for (int i = 0; i < N; i++)
+				if (memcmp(&got[r * N + i], &(float){val(r, i, c)}, 4))
+					k->fails++;
+		if (c == 0)
+			buf = k->tp.host;
+		else if (k->staged) /* kept: no allocation per call */
+			ck_assert_ptr_eq(k->tp.host, buf);
+	}
+	ck_assert_uint_eq(k->tp.calls, 6);
+	if (k->staged) {
+		ck_assert_ptr_nonnull(buf);
+		ck_assert_uint_eq(k->tp.staged_bytes, 3 * (2 * N * 4 + 3 * N * 4));
+	} else {
+		ck_assert_ptr_null(k->tp.host);
+		ck_assert_uint_eq(k->tp.staged_bytes, 0);
+	}
+	/* graphed calls, the ranks voting */
+	if (!k->staged)
+		ck_assert_int_eq(tf_cuda_be_set_agree(k->be, tf_tp_vote, &k->tp), TF_OK);
+	for (k->call = 0; k->call < CALLS; k->call++) {
+		if (k->call == OFF_AT && k->r == 1)
+			ck_assert_int_eq(tf_cuda_be_set_graphs(k->be, 0), TF_OK);
+		struct tf_be_work w = {k->staged ? NULL : "tp.test", work_run, work_undo, k};
+		tf_status st = k->be->ops->graph(k->be, &w);
+		ck_assert_msg(st == TF_OK, "rank %d call %d: %s", k->r, k->call, tf_errmsg(st));
+		ck_assert_int_eq(k->be->ops->sync(k->be), TF_OK);
+		ck_assert_int_eq(tf_cuda_be_counters(k->be, &k->ctr[k->call]), TF_OK);
+	}
+	if (!k->staged)
+		ck_assert_int_eq(tf_cuda_be_set_agree(k->be, NULL, NULL), TF_OK);
+	k->be->ops->release(k->be, &k->x);
+	k->be->ops->release(k->be, &k->all);
+	tf_tp_release(&k->tp);
+	tf_tp_release(&k->tp); /* twice: a no-op */
+	free(h), free(got);
+	return NULL;
+}
+
+static void run_pair(bool staged, struct rank *k)
+{
+	fake_driver();
+	struct tf_host_group *hg;
+	ck_assert_int_eq(tf_host_group_new(2, 20, &hg), TF_OK);
+	struct devcomm dc[2];
+	pthread_t th[2];
+	for (int r = 0; r < 2; r++) {
+		memset(&k[r], 0, sizeof k[r]);
+		k[r].r = r, k[r].staged = staged;
+		tf_status st = tf_cuda_be_new(0, &k[r].be);
+		ck_assert_msg(st == TF_OK, "%s", tf_errmsg(st));
+		dc[r].in = tf_host_group_comm(hg, r);
+		dc[r].base = (struct tf_comm){&dev_ops, 2, r, true, "fake-device", 0};
+		k[r].comm = staged ? dc[r].in : &dc[r].base;
+	}
+	for (int r = 0; r < 2; r++)
+		pthread_create(&th[r], NULL, rank_main, &k[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	for (int r = 0; r < 2; r++) {
+		ck_assert_msg(k[r].fails == 0, "rank %d: %d values differ from the reference", r, k[r].fails);
+		tf_be_free(k[r].be);
+	}
+	tf_host_group_free(hg);
+	fake_driver_drop();
+}
+
+START_TEST(staged_on_cuda)
+{
+	struct rank k[2];
+	run_pair(true, k);
+	/* never graphed: every call eager, counted */
+	for (int r = 0; r < 2; r++) {
+		struct tf_be_counters *e = &k[r].ctr[CALLS - 1];
+		ck_assert_uint_eq(e->graph_launches, 0);
+		ck_assert_uint_eq(e->graph_eager, CALLS);
+	}
+}
+END_TEST
+
+START_TEST(device_comm_graphs_in_step)
+{
+	struct rank k[2];
+	run_pair(false, k);
+	for (int c = 0; c < CALLS; c++) {
+		struct tf_be_counters *a = &k[0].ctr[c], *b = &k[1].ctr[c];
+		ck_assert_msg(a->graph_hits == b->graph_hits && a->graph_captures == b->graph_captures &&
+			      a->graph_eager == b->graph_eager,
+			      "call %d: rank 0 %llu hits %llu captures %llu eager, rank 1 %llu %llu %llu", c,
+			      (unsigned long long)a->graph_hits, (unsigned long long)a->graph_captures,
+			      (unsigned long long)a->graph_eager, (unsigned long long)b->graph_hits,
+			      (unsigned long long)b->graph_captures, (unsigned long long)b->graph_eager);
+	}
+	struct tf_be_counters *odd = &k[0].ctr[ODD_CALL], *pre = &k[0].ctr[ODD_CALL - 1];
+	struct tf_be_counters *last = &k[0].ctr[CALLS - 1], *on = &k[0].ctr[OFF_AT - 1];
+	fprintf(stderr, "device comm graphs: %llu hits, %llu captures, %llu eager in %d calls\n",
+		(unsigned long long)last->graph_hits, (unsigned long long)last->graph_captures,
+		(unsigned long long)last->graph_eager, CALLS);
+	ck_assert_uint_eq(k[0].ctr[0].graph_captures, 1);
+	ck_assert_uint_eq(pre->graph_hits, ODD_CALL - 1);
+	/* rank 1's other work: rank 0 would have hit, both captured */
+	ck_assert_uint_eq(odd->graph_captures, pre->graph_captures + 1);
+	ck_assert_uint_eq(odd->graph_hits, pre->graph_hits);
+	ck_assert_uint_eq(on->graph_hits, OFF_AT - 2); /* every call but the two captures */
+	/* rank 1's graphs off: from then on both eager */
+	ck_assert_uint_eq(last->graph_hits, on->graph_hits);
+	ck_assert_uint_eq(last->graph_eager, on->graph_eager + (CALLS - OFF_AT));
+}
+END_TEST
+#endif
+
 Suite *suite_tp(void)
 {
 	Suite *s = suite_create("tp");
@@ -497,5 +759,12 @@ Suite *suite_tp(void)
 	tcase_add_test(tc, prepared_equals_pack);
 	tcase_add_test(tc, prepared_refused);
 	suite_add_tcase(s, tc);
+#if TF_CUDA
+	TCase *cu = tcase_create("cuda");
+	tcase_set_timeout(cu, 120);
+	tcase_add_test(cu, staged_on_cuda);
+	tcase_add_test(cu, device_comm_graphs_in_step);
+	suite_add_tcase(s, cu);
+#endif
 	return s;
 }
