@@ -8,10 +8,13 @@
  * the device has it, else cuMemAlloc chunks; $TF_CUDA_ARENA=plain forces
  * the latter). Blocks up to CUDA_SMALL_MAX go back to the arena's free
  * lists at once: whatever reuses one is queued on the same stream after
- * the work that used it. A larger block is its own chunk, which the arena
- * unmaps when freed, so its free waits in a list until an event recorded
- * after the work queued before the release has passed (checked without
- * waiting at each alloc and release; all of them at sync and download).
+ * the work that used it. A larger block is its own chunk, kept when freed
+ * for the next request of its size (CUDA_SPARE_MAX bytes of them, the
+ * newest first: a graphed call's scratch comes back at the same
+ * addresses), on the same terms; past that the arena unmaps it, so its
+ * free waits in a list until an event recorded after the work queued
+ * before the release has passed (checked without waiting at each alloc
+ * and release; all of them at sync and download).
  * An allocation that fails while frees wait waits for the stream once and
  * tries again.
  *
@@ -77,6 +80,41 @@ void cuda_late_drop(struct cuda_be *c)
 	late_reap(c, true);
 }
 
+/* The newest spare block of n bytes, taken (0 when none). */
+static tf_cu_ptr spare_take(struct cuda_be *c, size_t n)
+{
+	for (size_t i = c->nspare; i-- > 0;)
+		if (c->spare[i].n == n) {
+			tf_cu_ptr p = c->spare[i].p;
+			memmove(c->spare + i, c->spare + i + 1, (c->nspare - i - 1) * sizeof *c->spare);
+			c->nspare--;
+			c->spare_bytes -= n;
+			return p;
+		}
+	return 0;
+}
+
+/* Room in the spare list for one more block. */
+static bool spare_room(struct cuda_be *c)
+{
+	if (c->nspare < c->spare_cap)
+		return true;
+	size_t cap = c->spare_cap ? 2 * c->spare_cap : 16;
+	if (tf_realloc_array(&c->spare, cap, sizeof *c->spare))
+		return false;
+	c->spare_cap = cap;
+	return true;
+}
+
+/* Every spare block back to the arena: only when nothing queued can use
+ * them (the stream is idle). */
+static void spare_drop(struct cuda_be *c)
+{
+	while (c->nspare)
+		tf_arena_dealloc(c->arena, c->spare[--c->nspare].p);
+	c->spare_bytes = 0;
+}
+
 /* In a dry or captured pass nothing is reaped (no event calls while
  * capturing; the pass's own late blocks must stay until its graph has run
  * or the pass is undone) and nothing waits. */
@@ -85,10 +123,13 @@ tf_status cuda_mem_alloc(struct cuda_be *c, size_t n, tf_cu_ptr *p)
 	bool eager = c->g.mode == CUDA_EAGER;
 	if (eager)
 		late_reap(c, false);
-	tf_status st = tf_arena_alloc(c->arena, n, p);
-	if (st == TF_ERR_NOMEM && c->nlate && eager) {
+	tf_status st = TF_OK;
+	if (!(n > CUDA_SMALL_MAX && (*p = spare_take(c, n))))
+		st = tf_arena_alloc(c->arena, n, p);
+	if (st == TF_ERR_NOMEM && (c->nlate || c->nspare) && eager) {
 		if ((st = wait_idle(c)))
 			return st;
+		spare_drop(c);
 		st = tf_arena_alloc(c->arena, n, p);
 	}
 	if (st)
@@ -107,6 +148,11 @@ void cuda_mem_free(struct cuda_be *c, tf_cu_ptr p)
 		return; /* not ours: nothing to free */
 	if (n <= CUDA_SMALL_MAX) {
 		tf_arena_dealloc(c->arena, p);
+		return;
+	}
+	if (c->spare_bytes + n <= CUDA_SPARE_MAX && spare_room(c)) {
+		c->spare[c->nspare++] = (struct cuda_spare){p, (size_t)n};
+		c->spare_bytes += n;
 		return;
 	}
 	bool eager = c->g.mode == CUDA_EAGER;
@@ -493,7 +539,9 @@ static void impl_free(struct cuda_be *c, bool stream_made)
 			tf_cu->MemFreeHost(c->host[--c->nhost].p);
 		cuda_exl3_release(c);
 		late_reap(c, true); /* the weights' frees (nothing uses them now) */
+		spare_drop(c);
 		tf_hmap_release(&c->blocks);
+		free(c->spare);
 		free(c->late);
 		tf_cu_exl3_ws_release(&c->ws);
 		tf_cu_blas_free(c->blas);

@@ -33,6 +33,10 @@
  * TF_CUDA_GRAPHS_TRACE); 32 MiB covers the decode steps' scratch up to 16
  * rows. */
 #define CUDA_SMALL_MAX ((size_t)32 << 20)
+/* Larger blocks freed are kept for the next request of the same size, up
+ * to this many bytes in all, for the same reason (a decode step of 64
+ * rows has blocks past 32 MiB); past it they go back as late frees. */
+#define CUDA_SPARE_MAX ((size_t)1 << 30)
 
 /* A large block released while queued work may still use it: freed once
  * the event recorded after that work has passed (NULL event: at the next
@@ -40,6 +44,13 @@
 struct cuda_late {
 	tf_cu_ptr p;
 	tf_cu_event ev;
+};
+
+/* A large block freed and kept (CUDA_SPARE_MAX): reused, on the stream
+ * that used it, by the next request of n bytes. */
+struct cuda_spare {
+	tf_cu_ptr p;
+	size_t n;
 };
 
 /* What the backend's ops do with work and uploads (cuda_graph.c): queue
@@ -84,6 +95,8 @@ struct cuda_be {
 	size_t fill;
 	tf_cu_event ev[CUDA_STAGE_CHUNKS];
 	bool pending[CUDA_STAGE_CHUNKS];
+	struct cuda_spare *spare;
+	size_t nspare, spare_cap, spare_bytes;
 	struct cuda_late *late;
 	size_t nlate, late_cap;
 	struct {

@@ -145,6 +145,21 @@ START_TEST(memory_on_fake)
 	ck_assert_int_eq(cuda_scratch(be, 8 << 20, &s), TF_OK);
 	cuda_scratch_release(be, s);
 	cuda_scratch_release(be, 12345); /* not ours: left alone */
+	/* Large blocks come back at the same address for the same size (a
+	 * graphed call's scratch must), newest first; another size does not
+	 * take them. */
+	tf_cu_ptr l1, l2, l3, l4;
+	ck_assert_int_eq(cuda_scratch(be, (size_t)40 << 20, &l1), TF_OK);
+	ck_assert_int_eq(cuda_scratch(be, (size_t)40 << 20, &l2), TF_OK);
+	ck_assert(l1 != l2);
+	cuda_scratch_release(be, l2);
+	cuda_scratch_release(be, l1);
+	ck_assert_int_eq(cuda_scratch(be, (size_t)48 << 20, &l3), TF_OK);
+	ck_assert(l3 != l1 && l3 != l2);
+	ck_assert_int_eq(cuda_scratch(be, (size_t)40 << 20, &l4), TF_OK);
+	ck_assert(l4 == l1);
+	cuda_scratch_release(be, l4);
+	cuda_scratch_release(be, l3);
 	free(f);
 	free(g);
 	tf_be_free(be);
