@@ -13,7 +13,7 @@ static struct {
 	const char *preset, *config, *bits, *codebook, *tokenizer, *out;
 	int64_t seed, layers;
 	uint64_t shard_size;
-	bool sparse, no_index, json;
+	bool sparse, no_index, json, chain;
 } o;
 
 static const struct tf_opt opts[] = {
@@ -31,6 +31,10 @@ static const struct tf_opt opts[] = {
 	 "keep the config's first N backbone layers (0: all)", 0, 64, NULL},
 	{"sparse", 0, TF_OPT_FLAG, &o.sparse, NULL, NULL, NULL,
 	 "write real headers and leave tensor data as holes", 0, 0, NULL},
+	{"chain", 0, TF_OPT_FLAG, &o.chain, NULL, NULL, NULL,
+	 "weights whose DSpark drafts are right: every branch writes zero, so the greedy next "
+	 "token follows the token's residue mod the Markov rank, and the drafts follow it too "
+	 "(for measuring speculative decoding)", 0, 0, NULL},
 	{"shard-size", 0, TF_OPT_SIZE, &o.shard_size, "SIZE", NULL, "4G",
 	 "start a new shard past this many bytes", 0, 0, NULL},
 	{"no-index", 0, TF_OPT_FLAG, &o.no_index, NULL, NULL, NULL,
@@ -55,6 +59,8 @@ int main(int argc, char **argv)
 		tf_usage_error("unexpected operand '%s'", argv[first]);
 	if (!o.out)
 		tf_usage_error("no output folder: give -o DIR");
+	if (o.chain && o.sparse)
+		tf_usage_error("--chain writes weights: not with --sparse");
 
 	struct tf_config c;
 	tf_status st = o.config ? tf_config_load(&c, o.config) : tf_config_preset(&c, o.preset);
@@ -94,6 +100,16 @@ int main(int argc, char **argv)
 	tf_progress_end(&prog);
 	if (st)
 		tf_die_status(st, "cannot write pack '%s'", o.out);
+	int32_t chain[256];
+	int rank = 0;
+	if (o.chain && (st = tf_synth_chain(o.out, chain, 256, &rank)))
+		tf_die_status(st, "cannot make '%s' a chain pack", o.out);
+	if (o.chain && tf_cli_chatty()) {
+		fprintf(stderr, "tf-pack-synth: chain of %d states:", rank);
+		for (int k = 0; k < rank; k++)
+			fprintf(stderr, " %d", chain[k]);
+		fputc('\n', stderr);
+	}
 	double secs = tf_now() - t0;
 	double mbps = secs > 0 ? (double)s.data_bytes / secs / 1e6 : 0;
 	if (o.json)

@@ -44,6 +44,15 @@ struct tf_synth_stats {
 /* Write the pack into dir (created if missing; files replaced atomically). */
 tf_status tf_synth_write(const struct tf_synth_opts *o, const char *dir,
 			 struct tf_synth_stats *stats);
+/* Rewrite the pack in dir (one tf_synth_write wrote, with DSpark blocks)
+ * so that its drafts are right: the backbone's greedy next token of t is
+ * targets[t mod R] and every DSpark draft is the backbone's own next token
+ * (synth_chain.c says how), so speculative decoding accepts every draft of
+ * a greedy run. R, the config's Markov rank, goes to *rank; targets holds
+ * max entries at least. The weights are no model's: for measuring and
+ * testing the accept path. TF_ERR_CONFIG without DSpark blocks or with a
+ * rank past max. */
+tf_status tf_synth_chain(const char *dir, int32_t *targets, int max, int *rank);
 /* A synthetic pack's data without writing the pack: bytes [off, off + n)
  * of tensor `name` as tf_synth_write(o) writes them (o->config, o->seed and
  * the widths; o->progress is not used). Each read generates the tensor

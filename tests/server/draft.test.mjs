@@ -132,3 +132,33 @@ test('/metrics counts drafts under tf_ and vLLM names', async () => {
   assert.equal(await metric(srv.url, 'vllm:spec_decode_num_draft_tokens_total'),
     await metric(srv.url, 'tf_draft_tokens_total'));
 });
+
+// A chain pack (tf-pack-synth --chain): the DSpark drafts are the model's
+// own greedy tokens, so drafts are accepted, and replies still equal their
+// undrafted twins, alone and batched, through both SDKs.
+test('a chain pack accepts drafts, and drafted == plain', async () => {
+  const cdir = fs.mkdtempSync('/tmp/tf-chain-');
+  execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '--chain', '-q', '-o', path.join(cdir, 'tiny')]);
+  const cs = await start([...modelArgs(), '--model', 'tiny', '--drafts', '7', path.join(cdir, 'tiny')],
+    { TF_DRAFT_DEPTH: 'fixed' });
+  try {
+    const co = new OpenAI({ baseURL: cs.url + '/v1', apiKey: 'x', maxRetries: 0 });
+    const ca = new Anthropic({ baseURL: cs.url, apiKey: 'x', maxRetries: 0 });
+    const req = { model: 'tiny', messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 32, temperature: 0 };
+    const [d, d2, p] = await Promise.all([co.chat.completions.create(req), co.chat.completions.create({ ...req, seed: 3 }),
+      co.chat.completions.create({ ...req, draft: false })]);
+    assert.deepEqual(said(d), said(p));
+    assert.deepEqual(said(d2).choices, said(p).choices);
+    console.log(`chain: ${d.tf.accepted} of ${d.tf.drafted} drafts accepted`);
+    assert.ok(d.tf.accepted > 0 && d.tf.accepted <= d.tf.drafted, 'drafts were accepted');
+    const m = { model: 'tiny', max_tokens: 24, temperature: 0, messages: [{ role: 'user', content: 'Hello there.' }] };
+    const ad = await ca.messages.create(m);
+    const ap = await ca.messages.create({ ...m, draft: false });
+    assert.deepEqual(ad.content, ap.content);
+    assert.deepEqual(ad.usage, ap.usage);
+    assert.ok(await metric(cs.url, 'tf_draft_accepted_tokens_total') > 0);
+  } finally {
+    assert.equal((await cs.stop()).code, 0);
+    fs.rmSync(cdir, { recursive: true, force: true });
+  }
+});
