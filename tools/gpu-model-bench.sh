@@ -8,11 +8,14 @@
 # layers, loaded by tf-bench serve at concurrency 1, 16 and 64 (prompts of
 # 400 random words, 64 tokens each). BIN holds tf-bench, tf-pack-synth and
 # tf-serve (default build/bin). Each step's log goes to OUT; a summary line
-# per step to OUT/summary.txt. STEPS (default all) picks some of: dec1k
-# dec1k-eager dec4k dec32k serve; SERVE_C the concurrencies (1 16 64).
+# per step to OUT/summary.txt. The batch-invariant path's cost: dec1k again
+# with --batch-invariant (dec1k-invariant), and prefill of a 4K prompt on
+# both paths (pre4k, pre4k-invariant). STEPS (default all) picks some of:
+# dec1k dec1k-eager dec1k-invariant dec4k dec32k pre4k pre4k-invariant
+# serve; SERVE_C the concurrencies (1 16 64).
 # Runs on a GPU host (tools/gpu-check.sh's).
 set -u
-steps=" ${STEPS:-dec1k dec1k-eager dec4k dec32k serve} "
+steps=" ${STEPS:-dec1k dec1k-eager dec1k-invariant dec4k dec32k pre4k pre4k-invariant serve} "
 on() { [[ $steps == *" $1 "* ]]; }
 out=${1:?usage: gpu-model-bench.sh OUT [BIN]}
 bin=${2:-build/bin}
@@ -32,8 +35,11 @@ dec="$bin/tf-bench decode --backend cuda --preset release --layers 20"
 {
 	step dec1k 150 $dec -r 1,4,16,64 --ctx 1024 -t 3
 	step dec1k-eager 150 env TF_CUDA_GRAPHS=0 $dec -r 1,64 --ctx 1024 -t 3
+	step dec1k-invariant 150 $dec -r 1,4,16,64 --ctx 1024 -t 3 --batch-invariant
 	step dec4k 150 $dec -r 1,4,16,64 --ctx 4096 -t 3
 	step dec32k 250 $dec -r 1,16,64 --ctx 32768 -t 3
+	step pre4k 120 $dec -r 1 --ctx 4096 -t 1
+	step pre4k-invariant 120 $dec -r 1 --ctx 4096 -t 1 --batch-invariant
 }
 
 on serve || { cat "$S"; exit 0; }

@@ -81,15 +81,6 @@ struct stats {
 	double worst, median;
 };
 
-static int argmax(const float *v, int64_t n)
-{
-	int64_t b = 0;
-	for (int64_t i = 1; i < n; i++)
-		if (v[i] > v[b])
-			b = i;
-	return (int)b;
-}
-
 static void compare(struct stats *st, const float *ref, const float *got, int R, int64_t V)
 {
 	for (int r = 0; r < R && st->n < 512; r++) {
@@ -106,7 +97,7 @@ static void compare(struct stats *st, const float *ref, const float *got, int R,
 			st->worst_row = st->n;
 		}
 		st->rel[st->n++] = rel;
-		st->top1 += argmax(a, V) == argmax(b, V);
+		st->top1 += gpu_argmax(a, V) == gpu_argmax(b, V);
 	}
 }
 
@@ -154,7 +145,7 @@ static void run_pair(const struct side *a, const struct side *b, int64_t V, stru
 	}
 	GPU_OK(tf_kv_fork(a->kv, sa[0], &sa[1]));
 	GPU_OK(tf_kv_fork(b->kv, sb[0], &sb[1]));
-	int32_t next[2] = {(int32_t)argmax(la + (NMAX - 1) * V, V), 7};
+	int32_t next[2] = {(int32_t)gpu_argmax(la + (NMAX - 1) * V, V), 7};
 	for (int t = 0; t < STEPS; t++) {
 		for (int q = 0; q < 2; q++) {
 			ids[q] = next[q];
@@ -168,7 +159,7 @@ static void run_pair(const struct side *a, const struct side *b, int64_t V, stru
 		GPU_OK(tf_fwd_run(b->f, 2, ids, pos, seq, lb));
 		compare(st, la, lb, 2, V);
 		for (int q = 0; q < 2; q++)
-			next[q] = (int32_t)argmax(la + q * V, V);
+			next[q] = (int32_t)gpu_argmax(la + q * V, V);
 	}
 	for (int q = 0; q < 2; q++) {
 		tf_kv_close(a->kv, sa[q]);

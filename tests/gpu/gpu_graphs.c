@@ -55,15 +55,6 @@ static void side_open(struct side *s, int graphs, const struct model *m)
 	GPU_OK(tf_fwd_new(s->be, c, &s->w, s->kv, engram_rows, NULL, &s->f));
 }
 
-static int argmax(const float *v, int64_t n)
-{
-	int64_t b = 0;
-	for (int64_t i = 1; i < n; i++)
-		if (v[i] > v[b])
-			b = i;
-	return (int)b;
-}
-
 /* The first element where a and b differ in bits, or -1. */
 static int64_t differ(const float *a, const float *b, int64_t n)
 {
@@ -108,7 +99,7 @@ static void trial(struct side *ref, struct side *gr, int P, struct tf_rng *r, co
 		int64_t d = differ(la, lb, (int64_t)P * V);
 		GPU_CHECK(d < 0, "%s: prefill of sequence %d: logit %lld differs", what, q, (long long)d);
 	}
-	int32_t next[2] = {(int32_t)argmax(la + (P - 1) * V, V), 7};
+	int32_t next[2] = {(int32_t)gpu_argmax(la + (P - 1) * V, V), 7};
 	for (int s = 0; s < STEPS; s++) {
 		struct tf_be_counters a0, a1, b0, b1;
 		counters(ref->be, &a0);
@@ -136,7 +127,7 @@ static void trial(struct side *ref, struct side *gr, int P, struct tf_rng *r, co
 		GPU_CHECK(a1.graph_hits == a0.graph_hits && a1.graph_captures == a0.graph_captures,
 			  "%s: the eager side used a graph", what);
 		for (int q = 0; q < 2; q++)
-			next[q] = (int32_t)argmax(la + q * V, V);
+			next[q] = (int32_t)gpu_argmax(la + q * V, V);
 	}
 	for (int q = 0; q < 2; q++) {
 		tf_kv_close(ref->kv, qa[q]);

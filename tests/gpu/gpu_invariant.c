@@ -75,15 +75,6 @@ static struct tf_model *open_model(const char *pack, bool invariant)
 	return m;
 }
 
-static int argmax(const float *v, int64_t n)
-{
-	int64_t b = 0;
-	for (int64_t i = 1; i < n; i++)
-		if (v[i] > v[b])
-			b = i;
-	return (int)b;
-}
-
 /* Rows of a call being built: (seq, pos, id), and where the probe's go. */
 struct call {
 	int n;
@@ -125,7 +116,7 @@ static void solo(struct tf_model *m, const int32_t *probe, int chunk, float *lg)
 		GPU_OK(tf_model_forward(m, c.n, c.ids, c.pos, c.sq, lg + (size_t)p * V));
 	}
 	for (int s = 0; s < STEPS; s++) {
-		int32_t id = argmax(lg + (size_t)(PROBE + s - 1) * V, V);
+		int32_t id = gpu_argmax(lg + (size_t)(PROBE + s - 1) * V, V);
 		c.n = 0;
 		add(&c, seq, PROBE + s, &id, 1);
 		GPU_OK(tf_model_forward(m, 1, c.ids, c.pos, c.sq, lg + (size_t)(PROBE + s) * V));
@@ -165,13 +156,13 @@ static void batched(struct tf_model *m, struct tf_rng *r, const int32_t *probe, 
 		for (int i = 0; i < c.n; i++)
 			if (c.sq[i] == oseq[o])
 				last = i;
-		onext[o] = argmax(out + (size_t)last * V, V);
+		onext[o] = gpu_argmax(out + (size_t)last * V, V);
 	}
 	int64_t olenp[OTHERS];
 	for (int o = 0; o < OTHERS; o++)
 		olenp[o] = olen[o];
 	for (int s = 0; s < STEPS; s++) {
-		int32_t id = argmax(lg + (size_t)(PROBE + s - 1) * V, V);
+		int32_t id = gpu_argmax(lg + (size_t)(PROBE + s - 1) * V, V);
 		c.n = 0;
 		int first[OTHERS];
 		for (int o = 0; o < OTHERS; o++) {
@@ -188,7 +179,7 @@ static void batched(struct tf_model *m, struct tf_rng *r, const int32_t *probe, 
 		GPU_OK(tf_model_forward(m, c.n, c.ids, c.pos, c.sq, out));
 		memcpy(lg + (size_t)(PROBE + s) * V, out + (size_t)at * V, sizeof(float) * (size_t)V);
 		for (int o = 0; o < OTHERS; o++) {
-			onext[o] = argmax(out + (size_t)first[o] * V, V);
+			onext[o] = gpu_argmax(out + (size_t)first[o] * V, V);
 			/* keep one row of the verify runs: roll the rest back */
 			if (o == 3 || o == 9)
 				GPU_OK(tf_model_seq_rollback(m, oseq[o], olenp[o] + 1));

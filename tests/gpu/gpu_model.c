@@ -259,15 +259,6 @@ struct stats {
 	double worst;
 };
 
-static int argmax(const float *v, int64_t n)
-{
-	int64_t b = 0;
-	for (int64_t i = 1; i < n; i++)
-		if (v[i] > v[b])
-			b = i;
-	return (int)b;
-}
-
 /* Rows of b against the reference's rows a ([R, V] each). */
 static void stats_add(struct stats *s, const float *a, const float *b, int R, int64_t V)
 {
@@ -293,7 +284,7 @@ static void stats_add(struct stats *s, const float *a, const float *b, int R, in
 			s->worst_row = s->n;
 		}
 		s->rel[s->n++] = rel;
-		s->top1 += argmax(x, V) == argmax(y, V);
+		s->top1 += gpu_argmax(x, V) == gpu_argmax(y, V);
 	}
 }
 
@@ -461,7 +452,7 @@ static void prefill_decode(const struct models *M, struct tf_rng *r, struct figu
 		stats_add(&f->yard, lg[REF], lg[YARD], n, V);
 		stats_add(&f->len_dev[L], lg[REF], lg[DEV], n, V);
 		stats_add(&f->len_yard[L], lg[REF], lg[YARD], n, V);
-		int32_t anchor = argmax(lg[REF] + (size_t)(n - 1) * V, V);
+		int32_t anchor = gpu_argmax(lg[REF] + (size_t)(n - 1) * V, V);
 		draft_all(M, seq, &anchor, 1, &f->draft_dev, &f->draft_yard);
 		if (n >= 100)
 			chunks(M, L, ids, n, lg[DEV], tmp, f);
@@ -471,7 +462,7 @@ static void prefill_decode(const struct models *M, struct tf_rng *r, struct figu
 	}
 	for (int k = 0; k < NM; k++)
 		GPU_OK(tf_model_seq_fork(M->m[k], seq[k][0], &seq[k][1]));
-	int32_t next[2] = {argmax(lg[REF] + (size_t)(nmax - 1) * V, V), 7};
+	int32_t next[2] = {gpu_argmax(lg[REF] + (size_t)(nmax - 1) * V, V), 7};
 	for (int t = 0; t < opt.steps; t++) {
 		int64_t pos[2] = {nmax + t, nmax + t};
 		draft_all(M, seq, next, 2, &f->draft_dev, &f->draft_yard);
@@ -480,7 +471,7 @@ static void prefill_decode(const struct models *M, struct tf_rng *r, struct figu
 		stats_add(&f->dev, lg[REF], lg[DEV], 2, V);
 		stats_add(&f->yard, lg[REF], lg[YARD], 2, V);
 		for (int q = 0; q < 2; q++)
-			next[q] = argmax(lg[REF] + q * V, V);
+			next[q] = gpu_argmax(lg[REF] + q * V, V);
 	}
 	for (int k = 0; k < NM; k++)
 		for (int q = 0; q < 2; q++)
@@ -518,7 +509,7 @@ static void greedy(const struct models *M, struct tf_rng *r, struct figures *f)
 		GPU_OK(tf_model_forward(M->m[k], total, ids, pos, sq, lg));
 		for (int p = 0, end = 0; p < np; p++) {
 			end += len[p];
-			tok[k][p][0] = argmax(lg + (size_t)(end - 1) * V, V);
+			tok[k][p][0] = gpu_argmax(lg + (size_t)(end - 1) * V, V);
 		}
 	}
 	for (int p = 0; p < np; p++)
@@ -534,7 +525,7 @@ static void greedy(const struct models *M, struct tf_rng *r, struct figures *f)
 			}
 			GPU_OK(tf_model_forward(M->m[k], np, in, at, seq[k], lg));
 			for (int p = 0; p < np; p++)
-				tok[k][p][t] = argmax(lg + (size_t)p * V, V);
+				tok[k][p][t] = gpu_argmax(lg + (size_t)p * V, V);
 		}
 	for (int k = 0; k < NM; k++)
 		for (int p = 0; p < np; p++) {

@@ -34,6 +34,16 @@ static int gpu_failures;
 		} \
 	} while (0)
 
+/* The first index of v's largest value (greedy decoding's pick). */
+static inline int gpu_argmax(const float *v, int64_t n)
+{
+	int64_t b = 0;
+	for (int64_t i = 1; i < n; i++)
+		if (v[i] > v[b])
+			b = i;
+	return (int)b;
+}
+
 static inline void gpu_open(struct tf_cu_device *dev)
 {
 	tf_status st = tf_cu_device_open(0, dev);
