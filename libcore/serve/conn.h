@@ -99,13 +99,13 @@ enum conn_state {
  * counter closes the race between "nothing to send" and "park": a
  * notification after the last look is seen under mu before parking.
  *
- * A whole reply whose client half-closed its socket (or sent Connection:
- * close) goes the same way: libmicrohttpd, taking a connection back
- * before a reply is queued, reads its socket first, and a read of the end
- * of stream drops the request; so the writer sends the reply (whole_wire
- * in deliver.c) and MHD only closes the connection after. A request whose
- * body was prepared off MHD's threads is never taken back before its
- * reply is out (prep_keep in server.c): the writer sends its whole reply,
+ * A whole reply is resumed into MHD only from a suspension that MHD files
+ * as waiting for its reply, so that it does not read the socket (and drop
+ * a client that half-closed) before the reply is queued: see whole_step
+ * in server.c. A request whose body was prepared off MHD's threads is
+ * suspended in the handler's first call, from where a resume does read
+ * first; so it is never taken back before its reply is out (prep_keep in
+ * server.c): the writer sends its whole reply (whole_wire in deliver.c),
  * refusal, stream (self_head: the head and the last chunk too) or text
  * answer (self_text), and MHD only closes the connection. */
 struct conn {
@@ -122,8 +122,9 @@ struct conn {
 	bool http11;          /* HTTP/1.1: a 1xx may go before the reply */
 	bool probed;          /* the client half-closed; probed once (see ticker_main) */
 	atomic_bool probe;    /* a stream: send an SSE comment to probe the client */
-	atomic_bool half;     /* an HTTP/1.1 client half-closed: a whole reply goes by a writer */
-	bool close_wanted;    /* an HTTP/1.1 client sent Connection: close: so does a whole reply */
+	atomic_bool half;     /* an HTTP/1.1 client half-closed (reply_close, text_keep) */
+	bool close_wanted;    /* an HTTP/1.1 client sent Connection: close (text_keep) */
+	bool settled;         /* whole_step returned once unsuspended: it may suspend now */
 	bool self_sent;       /* a writer sent the whole reply (see whole_wire) */
 	bool self_head;       /* a writer sends the whole stream, its head too (prep_keep) */
 	bool self_tail;       /* ... and has put its last chunk on the wire */
@@ -173,7 +174,7 @@ void tf_server_record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_
 /* deliver.c. Resume a parked connection (any thread): MHD takes it over;
  * a stream whose writer sends it whole (self_head) goes to its writer. */
 void tf_deliver_wake(struct conn *c);
-/* Queue a parked stream (or a half-closed client's whole reply) for its
+/* Queue a parked stream (or a whole reply a writer sends, prep_keep) for its
  * writer; c->mu held. Once the writer is down MHD takes it back. */
 void tf_deliver_queue_locked(struct conn *c);
 /* Start n writers; stop them (s->stopping set: each hands its connections

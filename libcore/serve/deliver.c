@@ -1,6 +1,7 @@
 /* deliver.c: what a generation's delivery runs off libmicrohttpd's
- * threads: the stream writers, which send stream frames (and a half-closed
- * client's whole reply) straight to the sockets of suspended connections,
+ * threads: the stream writers, which send stream frames (and the replies of
+ * bodies prepared off MHD's threads) straight to the sockets of suspended
+ * connections,
  * and the ticker, which sends keepalives, finds clients that left or
  * half-closed, and pumps abandoned generations to their end. See struct
  * conn in conn.h for who holds a connection when. */
@@ -128,11 +129,13 @@ static bool pump_all(struct conn *c)
 	return done;
 }
 
-/* The whole reply of a client that half-closed, written by its writer:
- * false while the generation is not done. libmicrohttpd, taking back a
- * suspended connection whose reply is not queued yet, reads the client's
- * end of stream and drops the connection unanswered; so tf writes this
- * reply itself (Connection: close) and MHD only closes the connection. */
+/* The whole reply of a request whose body was prepared off MHD's threads,
+ * written by its writer: false while the generation is not done.
+ * libmicrohttpd, taking back a connection suspended in the handler's first
+ * call, reads the socket before the reply is queued, and a read of a
+ * half-closed client's end of stream drops it unanswered; so tf writes
+ * this reply itself (Connection: close) and MHD only closes the connection
+ * (prep_keep in server.c). */
 static bool whole_wire(struct conn *c)
 {
 	if (c->gen && !pump_all(c))
@@ -402,8 +405,6 @@ static void probe(struct conn *c)
 	} else if (n != (ssize_t)sizeof(cont) - 1) {
 		atomic_store(&c->gone, true);
 		tf_deliver_wake(c);
-	} else {
-		atomic_store(&c->half, true);
 	}
 }
 

@@ -76,6 +76,31 @@ static bool generation(enum route_kind k)
 	return k == R_CHAT || k == R_COMPLETIONS || k == R_MESSAGES || k == R_RESPONSES;
 }
 
+/* Whether the client half-closed its socket (HTTP/1.1 only): a reply MHD
+ * sends to one that did says Connection: close (reply_close), and a text
+ * answer prepared off MHD's threads goes by a writer (text_keep). */
+static bool half_closed(struct conn *c)
+{
+	if (!atomic_load(&c->half) && c->http11) {
+		struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+		if (poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
+			atomic_store(&c->half, true);
+	}
+	return atomic_load(&c->half);
+}
+
+/* Connection: close on a reply MHD sends, when asked or when the client
+ * half-closed already: libmicrohttpd (0.9.75) may never read an end of
+ * stream that came with the request (a read of fewer bytes than it asked
+ * for clears its read-ready flag, and under edge-triggered epoll no new
+ * edge comes), and would hold the connection open for the next request
+ * until --timeout. */
+static void reply_close(struct MHD_Response *resp, struct conn *c, bool close)
+{
+	if (close || (c && half_closed(c)))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+}
+
 /* Replies. */
 static enum MHD_Result send_reply(struct MHD_Connection *mc, struct conn *c,
 				  const struct tf_reply *r, const char *allow, bool close)
@@ -94,8 +119,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *mc, struct conn *c,
 		MHD_add_response_header(resp, "Allow", allow);
 	if (r->status == 401)
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
-	if (close)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	reply_close(resp, c, close);
 	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
 	if (c) {
@@ -144,28 +168,17 @@ void tf_server_record(struct tf_server *s, struct tf_gen *g, bool whole, uint32_
 	tf_metrics_generation(s->metrics, &o);
 }
 
-/* Whether the client of a whole reply half-closed its socket (HTTP/1.1
- * only: one that did is sent its reply by a writer, see whole_wire). */
-static bool half_closed(struct conn *c)
-{
-	if (!atomic_load(&c->half) && c->http11) {
-		struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
-		if (poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
-			atomic_store(&c->half, true);
-	}
-	return atomic_load(&c->half);
-}
-
 /* The engine's notification: tokens arrived or the job ended. A parked
- * stream goes to the writer; a parked whole reply goes back to MHD. */
+ * stream goes to the writer; a parked whole reply goes back to MHD (which
+ * does not read its socket first: see whole_step), unless a writer sends
+ * it (prep_keep). */
 static void on_note(void *ctx)
 {
 	struct conn *c = ctx;
 	atomic_fetch_add(&c->notes, 1);
 	pthread_mutex_lock(&c->mu);
 	if (c->state == C_PARKED) {
-		if (atomic_load(&c->s->stopping) ||
-		    (c->whole && !c->by_writer && !c->close_wanted && !half_closed(c))) {
+		if (atomic_load(&c->s->stopping) || (c->whole && !c->by_writer)) {
 			c->state = C_MHD;
 			MHD_resume_connection(c->mc);
 		} else {
@@ -293,7 +306,20 @@ static void stream_free(void *cls)
 	(void)cls; /* the connection record owns the stream; see completed() */
 }
 
-/* A whole reply: called again each time the connection is resumed. */
+/* A whole reply: called again each time the connection is resumed.
+ *
+ * libmicrohttpd (0.9.75) takes a resumed connection up where its event
+ * loop left it: a connection suspended in the handler's first call with
+ * the whole request in still counts as one to read from (its loop state is
+ * updated only when the handler returns unsuspended), so on resume it
+ * reads the socket before it calls the handler again, and a read of the
+ * end of stream of a client that half-closed meanwhile drops the request
+ * unanswered; no look at the socket before the resume can rule that out.
+ * So the first time a whole reply has to wait, the handler returns
+ * without suspending: the library then files the connection as waiting
+ * for its reply (nothing to read or write), calls the handler again at
+ * once, and it suspends then; a resume from there never reads before the
+ * reply is queued. */
 static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 {
 	if (c->self_sent) /* a writer sent it (whole_wire): close */
@@ -315,6 +341,10 @@ static enum MHD_Result whole_step(struct MHD_Connection *mc, struct conn *c)
 		} while (!done && tf_gen_read(c->gen) != got);
 		if (done)
 			break;
+		if (!c->settled) { /* called again at once, then it suspends */
+			c->settled = true;
+			return MHD_YES;
+		}
 		if (try_suspend(c, seen))
 			return MHD_YES;
 		if (atomic_load(&c->s->stopping)) {
@@ -476,6 +506,7 @@ static enum MHD_Result serve_generation(struct MHD_Connection *mc, struct conn *
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	reply_close(resp, c, false);
 	enum MHD_Result ret = MHD_queue_response(mc, 200, resp);
 	MHD_destroy_response(resp);
 	c->answered = true;
@@ -630,6 +661,7 @@ static enum MHD_Result serve_text(struct MHD_Connection *mc, struct conn *c)
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, "Content-Type", "application/json");
+	reply_close(resp, c, false);
 	enum MHD_Result ret = MHD_queue_response(mc, 200, resp);
 	MHD_destroy_response(resp);
 	c->answered = true;
@@ -801,7 +833,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
 	tf_slot_busy(s->slots, c->slot); /* the request is whole */
 	if (c->self_sent || c->by_writer) /* a writer sent the reply, or gave up on it: close */
 		return MHD_NO;
-	if (c->gen && c->whole && !c->answered) /* resumed: more of a whole reply */
+	if (c->gen && c->whole && !c->answered) /* resumed, or called again: more of a whole reply */
 		return whole_step(mc, c);
 	if (c->answered) /* a reply was queued already */
 		return MHD_YES;
