@@ -161,10 +161,10 @@ test('80 half-closed clients with large bodies at once all get their whole repli
 // Many half-closed keep-alive clients with small bodies at once, 5 times
 // over: the end of stream often arrives while a whole reply waits for the
 // engine, and libmicrohttpd must not read it before the reply is queued
-// (whole_step in server.c); and once the reply is out the connection
-// closes (reply_close). Before: 14 to 70 of 400 whole chats lost (in
-// another run 178 of 800 messages), and up to 342 of 800 tokenize
-// connections held open until --timeout.
+// (tf_route_gen_step in route_gen.c); and once the reply is out the
+// connection closes (tf_respond_close in respond.c). Before: 14 to 70 of
+// 400 whole chats lost (in another run 178 of 800 messages), and up to
+// 342 of 800 tokenize connections held open until --timeout.
 test('80 half-closed keep-alive clients with small bodies at once, 5 times over, all get their whole replies', async () => {
   const k = await start(['--stub-token-ms', '0', '--stub-piece-us', '0']);
   const ms = 4000;
