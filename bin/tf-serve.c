@@ -37,6 +37,7 @@
 #include "serve/family.h"
 #include "engine/propose.h"
 #include "serve/gen.h"
+#include "serve/once.h"
 #include "serve/rstore.h"
 #include "serve/server.h"
 

@@ -8,7 +8,8 @@
  * appends what is ready (SSE frames for streams, keepalives after silence,
  * the closing frames at the end); a whole reply comes from tf_gen_reply
  * once pumping says done. The HTTP layer pumps from its connection thread;
- * tf-serve --once pumps to stdout. One thread per generation. */
+ * tf-serve --once pumps to stdout. One thread per generation. The parts
+ * are listed in gen_impl.h. */
 #ifndef TF_SERVE_GEN_H
 #define TF_SERVE_GEN_H
 
@@ -19,9 +20,10 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "serve/family.h"
+#include "serve/memo.h"
+#include "serve/reply.h"
 #include "serve/request.h"
 
-struct tf_memo;
 struct tf_rstore;
 
 /* What generations share: the engine, the family, the limits and
@@ -39,24 +41,6 @@ struct tf_gen_env {
 	struct tf_memo *memo;      /* reasoning memory, or NULL */
 	struct tf_rstore *rstore;  /* the Responses store (rstore.h), or NULL: store is off */
 };
-
-/* An HTTP reply: status, content type, body, Retry-After (0: none). */
-struct tf_reply {
-	int status;
-	const char *type;
-	struct tf_buf body;
-	int retry_after;
-};
-
-void tf_reply_release(struct tf_reply *r);
-
-/* The error shape of a route: OpenAI {"error": {...}} or Anthropic
- * {"type": "error", "error": {...}}. kind is the OpenAI type
- * ("invalid_request_error", "server_error", ...); code and param may be
- * NULL. The Anthropic type follows the status. */
-void tf_reply_error(struct tf_reply *r, bool anthropic, int status, const char *kind,
-		    const char *code, const char *param, const char *fmt, ...)
-	__attribute__((format(printf, 7, 8)));
 
 struct tf_gen;
 
@@ -123,15 +107,5 @@ tf_status tf_gen_count(const struct tf_gen_env *env, const json_t *chat, int32_t
  * the store is off. Fills r. Thread safe. */
 void tf_resp_stored(const struct tf_gen_env *env, const char *method, const char *id,
 		    struct tf_reply *r);
-
-/* Reasoning memory: the reasoning of finished replies, under each tool
- * call id and under "c:" + SHA-256 of the content, so that a client that
- * drops reasoning_content from its history gets it back. At most cap
- * entries, the oldest dropped first. Thread safe. */
-tf_status tf_memo_new(size_t cap, struct tf_memo **out);
-void tf_memo_free(struct tf_memo *m);
-/* Put remembered reasoning back into the assistant messages of an
- * OpenAI-shaped chat request that lack it. Returns how many it restored. */
-size_t tf_memo_restore(struct tf_memo *m, json_t *chat);
 
 #endif

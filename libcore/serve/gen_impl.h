@@ -1,6 +1,18 @@
-/* gen_impl.h: what gen.c and the Responses API's wire shapes
- * (gen_responses.c) share: a generation's state and the frame helpers.
- * Not a public interface. */
+/* gen_impl.h: what the parts of a generation (gen.h) share: its state
+ * and the frame helpers. Not a public interface: only these include it.
+ *
+ *   gen.c            the lifecycle: pump, whole reply, outcome, free; SSE
+ *                    frames, and the dispatch to the wire shapes
+ *   gen_start.c      the start: render, limits, sampling, constraint, submit
+ *   gen_text.c       tokens to text: detokenizing, UTF-8, stop strings, the
+ *                    family's reader and its deltas
+ *   gen_openai.c     the OpenAI chat and completion wire shapes
+ *   gen_anthropic.c  the Anthropic messages wire shapes
+ *   gen_responses.c  the OpenAI Responses wire shapes and its store
+ *
+ * A generation is driven by one thread at a time (gen.h): its fields have
+ * no lock and belong to that thread; its engine job (job) has the engine's
+ * own (engine.h). */
 #ifndef TF_SERVE_GEN_IMPL_H
 #define TF_SERVE_GEN_IMPL_H
 
@@ -13,6 +25,7 @@
 #include "serve/gen.h"
 #include "serve/logprobs.h"
 #include "serve/metrics.h"
+#include "serve/reply.h"
 
 /* One output item of a Responses reply, in the order the items opened. */
 struct resp_item {
@@ -80,20 +93,58 @@ struct tf_gen {
 };
 
 
+/* gen.c. */
 /* CLOCK_MONOTONIC seconds. */
 double tf_gen_now(void);
 /* 2 * nbytes random hex digits (nbytes <= 32) and a NUL into out. */
 void tf_gen_hex(char *out, size_t nbytes);
-/* v as compact JSON, reals with 9 digits; takes v over; the caller frees. */
-char *tf_gen_dump(json_t *v);
-/* An error body of the route's shape (gen.h's tf_reply_error). New reference. */
-json_t *tf_gen_error_json(bool anthropic, int status, const char *kind, const char *code,
-			  const char *param, const char *msg);
 /* Append v (taken over) to the pump's output as an SSE frame; Anthropic
  * and Responses frames get an "event:" line naming their type. */
 void tf_gen_sse(struct tf_gen *g, json_t *v);
 /* Count a token-bearing frame (inter-token gaps for the metrics). */
 void tf_gen_note_event(struct tf_gen *g);
+/* A stream's frames for a reader delta (text: its bytes, NUL-terminated):
+ * the timing comment when asked, then the route's shape. */
+void tf_gen_stream_delta(struct tf_gen *g, const struct tf_delta *d, const char *text);
+/* Why the reply ended, in the route's words (OpenAI's finish_reason or
+ * Anthropic's stop_reason); *stop_seq: the stop string that ended it, or
+ * NULL. */
+const char *tf_gen_finish(const struct tf_gen *g, const char **stop_seq);
+/* The engine failed the job (or a halt ended it), and what to say. */
+bool tf_gen_failed(const struct tf_gen *g);
+const char *tf_gen_fail_message(const struct tf_gen *g);
+/* v (taken over) as the body of r; out of memory: a 500 instead. */
+void tf_gen_reply_json(struct tf_gen *g, struct tf_reply *r, json_t *v);
+
+/* gen_text.c. */
+/* n tokens in (made: when each was made): log-probabilities taken, text
+ * decoded, cut at stop strings, fed to the reader. */
+tf_status tf_gen_text_tokens(struct tf_gen *g, const int32_t *t, const double *made, size_t n);
+/* The job ended: a cut character becomes U+FFFD, held text is let go, the
+ * reader flushes (exactly once). */
+tf_status tf_gen_text_end(struct tf_gen *g);
+
+/* gen_openai.c: chat and completions. */
+/* The fixed start of every chunk of a stream (g->head). */
+void tf_openai_head(struct tf_gen *g);
+/* Streams: the opening chunk (chat: the assistant's role). */
+void tf_openai_open(struct tf_gen *g);
+void tf_openai_delta(struct tf_gen *g, const struct tf_delta *d, const char *text);
+/* Streams: the finish chunk (or the error), usage when asked, [DONE]. */
+void tf_openai_close(struct tf_gen *g);
+/* The whole reply's object (a failure is answered by gen.c). */
+json_t *tf_openai_reply(struct tf_gen *g);
+
+/* gen_anthropic.c: messages. */
+/* Streams: message_start. */
+void tf_anthropic_open(struct tf_gen *g);
+/* Content blocks open and close around the deltas. */
+void tf_anthropic_delta(struct tf_gen *g, const struct tf_delta *d, const char *text);
+/* Streams: the last block's end, message_delta and message_stop (or the
+ * error). */
+void tf_anthropic_close(struct tf_gen *g);
+/* The whole reply's message object (a failure is answered by gen.c). */
+json_t *tf_anthropic_reply(struct tf_gen *g);
 
 /* The Responses API (gen_responses.c). */
 /* Before rendering: store and previous_response_id against the store

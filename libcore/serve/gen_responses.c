@@ -263,13 +263,7 @@ void tf_resp_close(struct tf_gen *g)
 void tf_resp_reply(struct tf_gen *g, struct tf_reply *r)
 {
 	item_close(g);
-	char *s = tf_gen_dump(response_json(g, status_of(g)));
-	if (!s) {
-		tf_reply_error(r, false, 500, "server_error", NULL, NULL, "out of memory");
-		return;
-	}
-	tf_buf_puts(&r->body, s);
-	free(s);
+	tf_gen_reply_json(g, r, response_json(g, status_of(g)));
 }
 
 /* OpenAI's error shape with every key: {"error": {message, type, param,
@@ -279,7 +273,7 @@ static void openai_error(struct tf_reply *r, int status, const char *param, cons
 	tf_buf_reset(&r->body);
 	r->status = status;
 	r->type = "application/json";
-	char *s = tf_gen_dump(json_pack("{s:{s:s,s:s,s:s?,s:n}}", "error", "message", msg, "type",
+	char *s = tf_reply_dump(json_pack("{s:{s:s,s:s,s:s?,s:n}}", "error", "message", msg, "type",
 					"invalid_request_error", "param", param, "code"));
 	if (s)
 		tf_buf_puts(&r->body, s);
@@ -356,7 +350,7 @@ void tf_resp_stored(const struct tf_gen_env *env, const char *method, const char
 			openai_error(r, 404, NULL, m);
 			return;
 		}
-		char *s = tf_gen_dump(json_pack("{s:s,s:s,s:b}", "id", id, "object", "response.deleted",
+		char *s = tf_reply_dump(json_pack("{s:s,s:s,s:b}", "id", id, "object", "response.deleted",
 						"deleted", 1));
 		if (s)
 			tf_buf_puts(&r->body, s);
@@ -369,7 +363,7 @@ void tf_resp_stored(const struct tf_gen_env *env, const char *method, const char
 		openai_error(r, 404, NULL, m);
 		return;
 	}
-	char *s = rc ? NULL : tf_gen_dump(v);
+	char *s = rc ? NULL : tf_reply_dump(v);
 	if (!s) {
 		tf_reply_error(r, false, 500, "server_error", NULL, NULL, "out of memory");
 		return;

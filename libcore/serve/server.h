@@ -7,7 +7,8 @@
  * Lifecycle: tf_server_new binds and serves; on a stop signal the program
  * calls tf_server_drain (new generations get 503, running ones finish or
  * are halted), then tf_server_stop (closes the listener and waits for the
- * connections), closes the engine, and tf_server_free. */
+ * connections), closes the engine, and tf_server_free. The parts are
+ * listed in server_impl.h; tf-serve --once is once.h. */
 #ifndef TF_SERVE_SERVER_H
 #define TF_SERVE_SERVER_H
 
@@ -16,7 +17,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "base/status.h"
 #include "serve/gen.h"
@@ -77,11 +77,5 @@ long tf_server_inflight(const struct tf_server *s);
 void tf_server_stop(struct tf_server *s);
 
 void tf_server_free(struct tf_server *s);
-
-/* Serve one request outside HTTP (tf-serve --once): body for the route
- * path, the reply or the SSE stream written to out. *status gets the HTTP
- * status the reply carries. */
-tf_status tf_serve_once(const struct tf_gen_env *env, const char *path, const char *body,
-			size_t n, FILE *out, int *status);
 
 #endif

@@ -1,15 +1,15 @@
-/* deliver.c: what a generation's delivery runs off libmicrohttpd's
- * threads: the stream writers, which send stream frames (and a half-closed
- * client's whole reply) straight to the sockets of suspended connections,
- * and the ticker, which sends keepalives, finds clients that left or
- * half-closed, and pumps abandoned generations to their end. See struct
- * conn in conn.h for who holds a connection when. */
-#include "serve/conn.h"
-
+/* writer.c: the stream writers (server_impl.h): threads, each with a
+ * queue of parked connections that have news (in the order the engine
+ * delivered to them) and an epoll for its kick and the sockets waiting for
+ * room. A writer pumps a parked stream's generation and sends its frames
+ * as HTTP chunks straight to the socket (and, for a body prepared off the
+ * HTTP threads, the whole reply, stream head or text answer), while MHD
+ * keeps the connection suspended; it hands the connection back to MHD for
+ * the end, a client that left, a failure or a stop. See struct conn in
+ * server_impl.h for who holds a connection when. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +20,15 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "serve/server_impl.h"
 
 /* Resume a parked connection (any thread): MHD takes it over, or, for a
  * stream MHD never saw (self_head), its writer. */
-void tf_deliver_wake(struct conn *c)
+void tf_writer_wake(struct conn *c)
 {
 	pthread_mutex_lock(&c->mu);
 	if (c->state == C_PARKED && c->self_head && !atomic_load(&c->s->stopping)) {
-		tf_deliver_queue_locked(c); /* MHD never sees this stream: its writer looks */
+		tf_writer_queue_locked(c); /* MHD never sees this stream: its writer looks */
 	} else if (c->state == C_PARKED) {
 		c->state = C_MHD;
 		MHD_resume_connection(c->mc);
@@ -37,7 +38,7 @@ void tf_deliver_wake(struct conn *c)
 
 /* Queue a parked stream for the writer; c->mu held. Once the writer is
  * down (a stop) MHD takes the connection back instead. */
-void tf_deliver_queue_locked(struct conn *c)
+void tf_writer_queue_locked(struct conn *c)
 {
 	struct writer *w = c->w;
 	pthread_mutex_lock(&w->mu);
@@ -64,6 +65,26 @@ void tf_deliver_queue_locked(struct conn *c)
 		if (write(w->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			tf_log(TF_LOG_WARN, "cannot wake a stream writer: %s", strerror(errno));
 	}
+}
+
+/* A writer for a new request, in turn. Any thread. */
+struct writer *tf_writer_pick(struct tf_server *s)
+{
+	return &s->writers[atomic_fetch_add(&s->next_writer, 1) % s->nwriters];
+}
+
+/* The head of a whole reply a writer sends (Connection: close). Returns
+ * non-zero when out of memory. */
+tf_status tf_writer_head(struct tf_buf *wire, int status, const char *type, size_t len,
+			 int retry_after)
+{
+	char ra[32] = "";
+	if (retry_after)
+		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", retry_after);
+	return tf_buf_printf(wire, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			     "%sConnection: close\r\n\r\n", status,
+			     MHD_get_reason_phrase_for((unsigned)status), type ? type : "application/json",
+			     len, ra);
 }
 
 /* The stream writers. Everything below runs on a writer thread, on
@@ -128,11 +149,13 @@ static bool pump_all(struct conn *c)
 	return done;
 }
 
-/* The whole reply of a client that half-closed, written by its writer:
- * false while the generation is not done. libmicrohttpd, taking back a
- * suspended connection whose reply is not queued yet, reads the client's
- * end of stream and drops the connection unanswered; so tf writes this
- * reply itself (Connection: close) and MHD only closes the connection. */
+/* The whole reply of a request whose body was prepared off MHD's threads,
+ * written by its writer: false while the generation is not done.
+ * libmicrohttpd, taking back a connection suspended in the handler's first
+ * call, reads the socket before the reply is queued, and a read of a
+ * half-closed client's end of stream drops it unanswered; so tf writes
+ * this reply itself (Connection: close) and MHD only closes the connection
+ * (prep_keep in route_gen.c). */
 static bool whole_wire(struct conn *c)
 {
 	if (c->gen && !pump_all(c))
@@ -142,14 +165,9 @@ static bool whole_wire(struct conn *c)
 	struct tf_reply r = {0};
 	if (c->gen)
 		tf_gen_reply(c->gen, &r);
-	else /* a refusal prepared off MHD's threads (prep_keep in server.c) */
+	else /* a refusal prepared off MHD's threads (prep_keep in route_gen.c) */
 		r = c->err, c->err = (struct tf_reply){0};
-	char ra[32] = "";
-	if (r.retry_after)
-		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", r.retry_after);
-	if (tf_buf_printf(&c->wire, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-			  "%sConnection: close\r\n\r\n", r.status, MHD_get_reason_phrase_for((unsigned)r.status),
-			  r.type ? r.type : "application/json", r.body.len, ra) ||
+	if (tf_writer_head(&c->wire, r.status, r.type, r.body.len, r.retry_after) ||
 	    tf_buf_append(&c->wire, r.body.data ? r.body.data : "", r.body.len))
 		c->failed = true;
 	else
@@ -320,7 +338,7 @@ static void *writer_main(void *arg)
 }
 
 /* Start n writers. */
-tf_status tf_deliver_writers_start(struct tf_server *s, unsigned n)
+tf_status tf_writer_start(struct tf_server *s, unsigned n)
 {
 	s->writers = tf_calloc(n, sizeof(*s->writers));
 	if (!s->writers)
@@ -347,7 +365,7 @@ tf_status tf_deliver_writers_start(struct tf_server *s, unsigned n)
 
 /* Stop the writers (s->stopping is set): each gives every connection it
  * holds back to MHD and exits; later notifications resume directly. */
-void tf_deliver_writers_stop(struct tf_server *s)
+void tf_writer_stop(struct tf_server *s)
 {
 	for (unsigned i = 0; i < s->nwriters; i++) {
 		struct writer *w = &s->writers[i];
@@ -361,7 +379,7 @@ void tf_deliver_writers_stop(struct tf_server *s)
 	}
 }
 
-void tf_deliver_writers_free(struct tf_server *s)
+void tf_writer_free(struct tf_server *s)
 {
 	for (unsigned i = 0; i < s->nwriters; i++) {
 		struct writer *w = &s->writers[i];
@@ -375,110 +393,4 @@ void tf_deliver_writers_free(struct tf_server *s)
 	free(s->writers);
 	s->writers = NULL;
 	s->nwriters = 0;
-}
-
-/* The client of a parked request half-closed its socket (ticker): it may
- * have closed it whole, or only its sending side and still be reading.
- * Send it a few harmless bytes: a closed socket answers them with a reset,
- * which the next look sees (POLLERR). A whole reply gets an interim
- * "100 Continue" (HTTP/1.1 clients skip 1xx replies; MHD has sent nothing
- * yet, the connection is suspended), a stream an SSE comment line through
- * its writer. An HTTP/1.0 client cannot take a 1xx: it counts as gone. */
-static void probe(struct conn *c)
-{
-	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-	if (!c->whole) {
-		atomic_store(&c->probe, true);
-		tf_deliver_wake(c);
-		return;
-	}
-	pthread_mutex_lock(&c->mu);
-	bool parked = c->state == C_PARKED;
-	ssize_t n = parked && c->http11 ? send(c->fd, cont, sizeof(cont) - 1,
-					       MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
-	pthread_mutex_unlock(&c->mu);
-	if (!parked) { /* resumed meanwhile: look again later */
-		c->probed = false;
-	} else if (n != (ssize_t)sizeof(cont) - 1) {
-		atomic_store(&c->gone, true);
-		tf_deliver_wake(c);
-	} else {
-		atomic_store(&c->half, true);
-	}
-}
-
-/* The ticker: every 50 ms, resume streams due a keepalive, find clients
- * that left suspended requests (MHD does not watch suspended sockets), and
- * pump abandoned generations to their end. */
-void *tf_deliver_ticker(void *arg)
-{
-	struct tf_server *s = arg;
-	double keep = s->c.env.keepalive_s, last_peek = 0;
-	struct pollfd *pf = NULL;
-	struct conn **pc = NULL;
-	size_t cap = 0;
-	while (!atomic_load(&s->stopping)) {
-		struct timespec ts = {0, 50 * 1000000L};
-		nanosleep(&ts, NULL);
-		double t = conn_now();
-		bool peek = t - last_peek >= 0.1;
-		size_t n = 0;
-		pthread_mutex_lock(&s->list_mu);
-		for (struct conn *c = s->gens; c; c = c->next) {
-			pthread_mutex_lock(&c->mu);
-			bool susp = c->state == C_PARKED;
-			pthread_mutex_unlock(&c->mu);
-			if (!susp)
-				continue;
-			if (!c->whole && keep > 0 && t - atomic_load(&c->last_write) >= keep) {
-				tf_deliver_wake(c);
-				continue;
-			}
-			if (!peek)
-				continue;
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				if (tf_realloc_array(&pf, nc, sizeof(*pf)) || tf_realloc_array(&pc, nc, sizeof(*pc)))
-					break;
-				cap = nc;
-			}
-			pf[n] = (struct pollfd){.fd = c->fd, .events = POLLRDHUP};
-			pc[n++] = c;
-		}
-		if (n && poll(pf, n, 0) > 0)
-			for (size_t i = 0; i < n; i++) {
-				short r = pf[i].revents;
-				if (r & (POLLERR | POLLHUP | POLLNVAL)) { /* closed, or reset */
-					atomic_store(&pc[i]->gone, true);
-					tf_deliver_wake(pc[i]);
-				} else if ((r & POLLRDHUP) && !pc[i]->probed) {
-					pc[i]->probed = true;
-					probe(pc[i]);
-				}
-			}
-		if (peek) {
-			last_peek = t;
-			tf_slots_tick(s->slots);
-		}
-		/* Abandoned generations: pump to the end (the cancel lands at the
-		 * next round boundary), then record and free. */
-		for (size_t i = 0; i < s->ngraves;) {
-			bool done = false;
-			struct grave *gv = &s->graves[i];
-			for (int k = 0; k < 64 && !done; k++)
-				if (tf_gen_pump(gv->gen, 0, NULL, &done))
-					tf_gen_cancel(gv->gen);
-			if (done) {
-				tf_server_record(s, gv->gen, false, gv->delivered);
-				tf_gen_free(gv->gen);
-				*gv = s->graves[--s->ngraves];
-			} else {
-				i++;
-			}
-		}
-		pthread_mutex_unlock(&s->list_mu);
-	}
-	free(pf);
-	free(pc);
-	return NULL;
 }
