@@ -623,7 +623,7 @@ static tf_status run_blocks(struct tf_fwd *f, struct tf_tensor *logits)
 	if (st)
 		goto out;
 	tf_phase_begin(f->ph, f->ph_head);
-	if (f->out) { /* §12 on the rows whose logits are asked for */
+	if (f->some) { /* §12 on the rows whose logits are asked for */
 		struct tf_tensor *Xo, *po, *clo, *xo;
 		if (f->n_out &&
 		    !(st = fwd_tmp(f, &Xo, TF_DT_BF16, 3, f->n_out, S, c->hidden)) &&
@@ -664,9 +664,10 @@ static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const in
 	const int64_t *sp_pos = f->sp_pos;
 	int32_t *tokens = f->tokens;
 	const int *out = f->out;
+	const bool some = f->some;
 	int n_out = f->n_out, o = 0; /* out rows before this chunk */
-	int *local = out ? malloc(sizeof *local * (size_t)(n_out ? n_out : 1)) : NULL;
-	tf_status st = out && !local ? fwd_nomem() : TF_OK;
+	int *local = some ? malloc(sizeof *local * (size_t)(n_out ? n_out : 1)) : NULL;
+	tf_status st = some && !local ? fwd_nomem() : TF_OK;
 	for (int i = 0; i < R && !st;) {
 		int n = 1;
 		while (i + n < R && seq[i + n] == seq[i] && n < cap)
@@ -675,7 +676,7 @@ static tf_status run_split(struct tf_fwd *f, int R, const int32_t *ids, const in
 		f->sp_pos = sp_pos ? sp_pos + i : NULL;
 		f->tokens = tokens ? tokens + i : NULL;
 		int64_t lrow = i;
-		if (out) { /* the chunk's out rows, from its first row */
+		if (some) { /* the chunk's out rows, from its first row */
 			int k = 0;
 			while (o + k < n_out && out[o + k] < i + n) {
 				local[k] = out[o + k] - i;
@@ -720,10 +721,11 @@ tf_status tf_fwd_run_rows(struct tf_fwd *f, int R, const int32_t *ids, const int
 	}
 	if (all) /* every row's: the plain call (a decode call keeps its graph) */
 		return tf_fwd_run_taps(f, R, ids, pos, seq, logits, taps);
-	static float none; /* n_out 0: a logits pointer that is never written */
-	f->out = out ? out : (const int *)&f->n_out;
+	f->some = true;
+	f->out = out;
 	f->n_out = n_out;
-	tf_status st = tf_fwd_run_taps(f, R, ids, pos, seq, logits ? logits : &none, taps);
+	tf_status st = tf_fwd_run_taps(f, R, ids, pos, seq, logits, taps);
+	f->some = false;
 	f->out = NULL;
 	f->n_out = 0;
 	return st;
@@ -751,7 +753,7 @@ tf_status tf_fwd_run_sample(struct tf_fwd *f, int R, const int32_t *ids, const i
 tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, float *logits, uint16_t *taps)
 {
-	if (R < 1 || !ids || !pos || !seq || (!logits && !f->tokens))
+	if (R < 1 || !ids || !pos || !seq || (!logits && !f->tokens && !(f->some && !f->n_out)))
 		return tf_err(TF_ERR_ARG, "forward: %d rows, or a missing array", R);
 	for (int i = 0, run = 1; i + 1 < R; i++) {
 		run = seq[i + 1] == seq[i] ? run + 1 : 1;
@@ -787,8 +789,8 @@ static tf_status call_state(struct tf_fwd *f, struct tf_tensor **logits)
 	    (st = fwd_tmp(f, &f->cand, TF_DT_U8, 2, R, f->cand_nblk, 1)) ||
 	    (f->taps && (st = fwd_tmp(f, &f->tapt, TF_DT_BF16, 3, R, c->n_dspark_targets, c->hidden))))
 		goto out;
-	if (!f->out || f->n_out)
-		st = fwd_tmp(f, logits, TF_DT_F32, 2, f->out ? f->n_out : R, c->vocab, 1);
+	if (!f->some || f->n_out)
+		st = fwd_tmp(f, logits, TF_DT_F32, 2, f->some ? f->n_out : R, c->vocab, 1);
 out:
 	free(p32);
 	return st;
@@ -858,7 +860,7 @@ static void work_undo(void *arg)
  * there, and is counted so. */
 static const char *work_key(const struct tf_fwd *f, char *buf, size_t n)
 {
-	if (f->draft || f->hidden || f->out || f->nsegs != f->R)
+	if (f->draft || f->hidden || f->some || f->nsegs != f->R)
 		return NULL;
 	if (f->comm && f->tp.path == TF_TP_STAGED)
 		return "";

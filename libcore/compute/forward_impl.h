@@ -6,6 +6,7 @@
 #ifndef TF_COMPUTE_FORWARD_IMPL_H
 #define TF_COMPUTE_FORWARD_IMPL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "compute/forward.h"
@@ -58,8 +59,9 @@ struct tf_fwd {
 	const struct tf_sample_params *sp;
 	const int64_t *sp_pos;
 	int32_t *tokens;
-	/* tf_fwd_run_rows: the logits of rows out[0..n_out) alone (out NULL:
-	 * every row's) */
+	/* tf_fwd_run_rows (some): the logits of rows out[0..n_out) alone; else
+	 * every row's */
+	bool some;
 	const int *out;
 	int n_out;
 	const int32_t *ids;

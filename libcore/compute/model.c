@@ -507,6 +507,7 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 			 const int *seq, float *logits, const struct tf_sample_params *params,
 			 const int64_t *draw_pos, int32_t *tokens, int n_out, const int *out)
 {
+	/* n_out < 0: every row's logits; else those of out[0..n_out) */
 	tf_status st = tf_cuda_be_use(m->be);
 	if (st)
 		return st;
@@ -518,7 +519,7 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 	}
 	if (!m->dspark) {
 		st = tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, NULL)
-		     : out  ? tf_fwd_run_rows(m->fwd, R, ids, pos, seq, n_out, out, logits, NULL)
+		     : n_out >= 0 ? tf_fwd_run_rows(m->fwd, R, ids, pos, seq, n_out, out, logits, NULL)
 			    : tf_fwd_run(m->fwd, R, ids, pos, seq, logits);
 		return st ? st : tf_phases_round(m->phases, R);
 	}
@@ -533,7 +534,7 @@ static tf_status forward(struct tf_model *m, int R, const int32_t *ids, const in
 		m->taps_rows = R;
 	}
 	st = tokens ? tf_fwd_run_sample(m->fwd, R, ids, pos, seq, params, draw_pos, tokens, m->taps)
-	     : out  ? tf_fwd_run_rows(m->fwd, R, ids, pos, seq, n_out, out, logits, m->taps)
+	     : n_out >= 0 ? tf_fwd_run_rows(m->fwd, R, ids, pos, seq, n_out, out, logits, m->taps)
 		    : tf_fwd_run_taps(m->fwd, R, ids, pos, seq, logits, m->taps);
 	if (!st)
 		st = tf_dspark_context(m->dspark, R, m->taps, pos, seq);
@@ -547,7 +548,7 @@ static tf_status mirror_run(struct tf_model *m, struct tf_model_call *c, float *
 	tf_status st = m->mirror.before ? m->mirror.before(m->mirror.ctx, c) : TF_OK;
 	if (st)
 		return st;
-	st = forward(m, c->R, c->ids, c->pos, c->seq, logits, c->params, c->draw_pos, tokens, 0, NULL);
+	st = forward(m, c->R, c->ids, c->pos, c->seq, logits, c->params, c->draw_pos, tokens, -1, NULL);
 	if (m->mirror.after) {
 		c->st = st;
 		m->mirror.after(m->mirror.ctx, c);
@@ -576,8 +577,7 @@ tf_status tf_model_forward_rows(struct tf_model *m, int R, const int32_t *ids, c
 		return tf_err(TF_ERR_ARG, "model: %d logit rows of %d", n_out, R);
 	if (!m->mirror.before && !m->mirror.after) {
 		/* the check of the rows' order is the forward's */
-		return forward(m, R, ids, pos, seq, logits, NULL, NULL, NULL, n_out,
-			       out ? out : &n_out);
+		return forward(m, R, ids, pos, seq, logits, NULL, NULL, NULL, n_out, out);
 	}
 	/* Mirrored ranks replay plain forward calls: the whole call, then
 	 * the rows asked for. */
