@@ -27,6 +27,12 @@ static const struct tf_opt opts[] = {
 	 "decode: load each rank from tf-prepare's folder DIR of the --pack", 0, 0, NULL},
 	{"world", 'w', TF_OPT_INT, &bench.world, "W", NULL, "1",
 	 "decode: tensor-parallel ranks, on threads of this process (1, 2, 4 or 8)", 1, 8, NULL},
+	{"devices", 0, TF_OPT_STR, &bench.devices, "LIST", NULL, NULL,
+	 "decode: with --backend cuda, rank r's GPU from a comma-separated list, one a rank "
+	 "(e.g. 0,1; default: every rank on --device)", 0, 0, NULL},
+	{"collective-us", 0, TF_OPT_DOUBLE, &bench.collective_us, "US", NULL, "0",
+	 "decode: with --backend cuda at --world > 1, one collective's latency (tf-tp-test "
+	 "bench's), which the step's floor adds for each of its collectives", 0, 1e6, NULL},
 	{"ctx", 0, TF_OPT_INT, &bench.ctx, "N", NULL, "64",
 	 "decode: prompt tokens prefilled per sequence before decoding", 1, 1 << 20, NULL},
 	{"draft", 0, TF_OPT_FLAG, &bench.draft, NULL, NULL, NULL,

@@ -16,6 +16,8 @@ struct bench_opts {
 	const char *pack, *preset;      /* decode: the model */
 	const char *prepared;           /* decode: tf-prepare's folder of the pack */
 	const char *variant;            /* cuda: tf_cu_exl3_variant's spec */
+	const char *devices;            /* decode: rank r's GPU, a list */
+	double collective_us;           /* decode: one collective's latency, for the floor */
 	int64_t world;                  /* decode: tensor-parallel ranks on threads */
 	int64_t iters, device, blocks_per_sm, threads, experts, ctx, layers;
 	double seconds;
@@ -54,7 +56,10 @@ struct bench_floor {
 	struct tf_config c;
 	double fixed, experts;
 };
-tf_status bench_floor_init(const char *pack_dir, const struct tf_config *c, struct bench_floor *f);
+/* The floor of rank 0 of world (its plan's slices; the KV rows every rank
+ * reads whole). */
+tf_status bench_floor_init(const char *pack_dir, const struct tf_config *c, int world,
+			   struct bench_floor *f);
 /* Bytes a step of B rows at context ctx must read. */
 double bench_floor_bytes(const struct bench_floor *f, int B, int64_t ctx);
 /* tf-bench grammar: mask costs of constrained output (grammar.c). */

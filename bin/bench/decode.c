@@ -184,6 +184,7 @@ struct device_figures {
 	double kernels, hits; /* a step: kernels (and cuBLAS calls) queued, graph hits */
 	int64_t captures, eager, declined; /* over the steps: graphs captured, steps run
 					    * eagerly, captures declined */
+	double collectives;   /* a step: rank 0's collectives */
 };
 
 /* Each row's tokens as first decoded (in the first case that had the
@@ -260,6 +261,7 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 	struct tf_be *be = tf_model_be(tf_model_group_rank(m, 0));
 	struct tf_be_counters c0 = {0}, c1 = {0};
 	bool counted = !tf_cuda_be_counters(be, &c0);
+	uint64_t coll0 = tf_model_collectives(tf_model_group_rank(m, 0));
 	double t1 = tf_now();
 	do {
 		for (int b = 0; b < B; b++) {
@@ -275,13 +277,15 @@ static void run_case(struct tf_model_group *m, int B, int p0, int32_t first, int
 	*decode_tps = (double)B * (double)steps / (tf_now() - t1);
 	*steps_done = steps;
 	*dev = (struct device_figures){0};
+	double coll = (double)(tf_model_collectives(tf_model_group_rank(m, 0)) - coll0) / (double)steps;
 	if (counted && !tf_cuda_be_counters(be, &c1))
 		*dev = (struct device_figures){
 			(double)(c1.kernels + c1.blas - c0.kernels - c0.blas) / (double)steps,
 			(double)(c1.graph_hits - c0.graph_hits) / (double)steps,
 			(int64_t)(c1.graph_captures - c0.graph_captures),
 			(int64_t)(c1.graph_eager - c0.graph_eager),
-			(int64_t)(c1.graph_declined - c0.graph_declined)};
+			(int64_t)(c1.graph_declined - c0.graph_declined), 0};
+	dev->collectives = coll;
 	solo->checked = solo->differ = 0;
 	for (int b = 0; b < B; b++) {
 		int32_t *row = solo->tok + (int64_t)b * max_steps, *now = plain + (int64_t)b * max_steps;
@@ -367,8 +371,8 @@ int bench_decode(void)
 		tf_usage_error("decode: give one of --pack DIR and --preset NAME");
 	if (bench.world != 1 && bench.world != 2 && bench.world != 4 && bench.world != 8)
 		tf_usage_error("decode: --world %lld (1, 2, 4 or 8)", (long long)bench.world);
-	if (cuda && bench.world != 1)
-		tf_usage_error("decode: --backend cuda runs one rank (--world 1)");
+	if (bench.devices && !cuda)
+		tf_usage_error("--devices needs --backend cuda");
 	if (bench.prepared && !bench.pack)
 		tf_usage_error("decode: --prepared needs --pack (the folder's pack)");
 	if (bench.layers && !bench.preset)
@@ -418,8 +422,18 @@ int bench_decode(void)
 	int64_t ppp = (mo.max_positions + 255) / 256 + 1;
 	mo.pages = ppp + most * ((mo.max_positions - bench.ctx + 255) / 256 + 2);
 	mo.prepared = bench.prepared;
+	int devs[8];
+	if (bench.devices) {
+		int64_t d[8];
+		int n = bench_parse_list(bench.devices, "--devices", 0, 1023, d, 8);
+		if (n != bench.world)
+			tf_usage_error("--devices lists %d GPUs for %lld ranks", n, (long long)bench.world);
+		for (int r = 0; r < n; r++)
+			devs[r] = (int)d[r];
+	}
 	struct tf_model_group *m;
-	if ((st = tf_model_group_open(pack, (int)bench.world, &mo, &m))) {
+	if ((st = tf_model_group_open_on(pack, (int)bench.world, &mo, bench.devices ? devs : NULL,
+					 &m))) {
 		/* a prepared folder of another pack, rank or world is bad data */
 		if (st == TF_ERR_MISMATCH)
 			tf_die(65, "decode: %s", tf_errmsg(st));
@@ -431,7 +445,7 @@ int bench_decode(void)
 	struct bench_floor fl;
 	double gbs = 0;
 	if (cuda) {
-		if ((st = bench_floor_init(pack, tf_model_config(r0), &fl)))
+		if ((st = bench_floor_init(pack, tf_model_config(r0), (int)bench.world, &fl)))
 			tf_die_status(st, "decode: the floor of %s", pack);
 		gbs = copy_gbs(tf_model_be(r0));
 	}
@@ -472,7 +486,11 @@ int bench_decode(void)
 			code = 1;
 		}
 		double step_ms = 1e3 * (double)rows[i] / dc;
-		double floor_ms = cuda ? 1e3 * bench_floor_bytes(&fl, (int)rows[i], bench.ctx) / (gbs * 1e9) : 0;
+		/* the rank's bytes at the copy bandwidth, plus its collectives at
+		 * --collective-us each */
+		double floor_ms = cuda ? 1e3 * bench_floor_bytes(&fl, (int)rows[i], bench.ctx) / (gbs * 1e9) +
+						 df.collectives * bench.collective_us * 1e-3
+				       : 0;
 		if (bench.json) {
 			printf("%s{\"model\":\"%s\",\"backend\":\"%s\",\"rows\":%lld,\"ctx\":%lld,"
 			       "\"world\":%lld,\"threads\":%lld,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,"
@@ -482,6 +500,9 @@ int bench_decode(void)
 			       (long long)bench.world, (long long)bench.threads, pf, dc, (long long)steps,
 			       step_ms, bench.invariant ? "true" : "false", (long long)solo.checked,
 			       (long long)solo.differ);
+			printf(",\"collectives_per_step\":%.1f", df.collectives);
+			if (cuda)
+				printf(",\"collective_us\":%.2f", bench.collective_us);
 			if (cuda)
 				printf(",\"copy_gbs\":%.1f,\"floor_bytes\":%.0f,\"floor_ms\":%.4f,"
 				       "\"x_floor\":%.3f,\"kernels_per_step\":%.1f,\"graph_hits_per_step\":%.3f,"

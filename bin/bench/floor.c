@@ -1,5 +1,6 @@
 /* floor.c: the bytes a decode step must read (tf-bench decode's floor),
- * from the pack's plan for one rank and the config:
+ * from the pack's plan for rank 0 of the world and the config (at world W
+ * a rank reads its slices, and the ranks read at once):
  * - weights: every backbone block's attention, shared-expert and other
  *   EXL3 parts and its natives (as the pack stores them), the head, B
  *   embedding rows, and of the routed experts the share a step of B rows
@@ -21,14 +22,15 @@
 #include "model/plan.h"
 #include "pack/pack.h"
 
-tf_status bench_floor_init(const char *pack_dir, const struct tf_config *c, struct bench_floor *f)
+tf_status bench_floor_init(const char *pack_dir, const struct tf_config *c, int world,
+			   struct bench_floor *f)
 {
 	struct tf_pack pk;
 	struct tf_plan p;
 	tf_status st = tf_pack_open(&pk, pack_dir);
 	if (st)
 		return st;
-	if ((st = tf_plan_build(&p, c, &pk, 0, 1))) {
+	if ((st = tf_plan_build(&p, c, &pk, 0, (uint32_t)world))) {
 		tf_pack_close(&pk);
 		return st;
 	}

@@ -96,6 +96,12 @@ static void *worker_main(void *arg)
 tf_status tf_model_group_open(const char *pack_dir, int world, const struct tf_model_opts *opts,
 			      struct tf_model_group **out)
 {
+	return tf_model_group_open_on(pack_dir, world, opts, NULL, out);
+}
+
+tf_status tf_model_group_open_on(const char *pack_dir, int world, const struct tf_model_opts *opts,
+				 const int *devices, struct tf_model_group **out)
+{
 	*out = NULL;
 	if (world != 1 && world != 2 && world != 4 && world != 8)
 		return tf_err(TF_ERR_CONFIG, "model group: world %d (1, 2, 4 or 8)", world);
@@ -114,6 +120,8 @@ tf_status tf_model_group_open(const char *pack_dir, int world, const struct tf_m
 		o.rank = r;
 		o.world = world;
 		o.comm = world > 1 ? tf_host_group_comm(g->hg, r) : NULL;
+		if (devices)
+			o.device = devices[r];
 		if ((st = tf_model_open(pack_dir, &o, &g->m[r]))) {
 			st = tf_err_wrap(st, "rank %d of %d: ", r, world);
 			goto fail;

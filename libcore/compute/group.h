@@ -29,6 +29,12 @@ struct tf_model_group;
  * per rank. */
 tf_status tf_model_group_open(const char *pack_dir, int world, const struct tf_model_opts *opts,
 			      struct tf_model_group **out);
+/* The same with rank r on device devices[r] (opts->backend cuda: one GPU
+ * a rank, or several ranks on one; devices NULL: every rank on
+ * opts->device). The collectives stay the host backend's, staged through
+ * pinned memory on each rank's GPU (tp.h). */
+tf_status tf_model_group_open_on(const char *pack_dir, int world, const struct tf_model_opts *opts,
+				 const int *devices, struct tf_model_group **out);
 void tf_model_group_free(struct tf_model_group *g);
 int tf_model_group_world(const struct tf_model_group *g);
 const struct tf_config *tf_model_group_config(const struct tf_model_group *g);

@@ -556,6 +556,11 @@ static tf_status mirror_run(struct tf_model *m, struct tf_model_call *c, float *
 	return st;
 }
 
+uint64_t tf_model_collectives(const struct tf_model *m)
+{
+	return m->comm ? m->comm->calls : 0;
+}
+
 char *tf_model_phases(const struct tf_model *m)
 {
 	return tf_phases_json(m->phases);

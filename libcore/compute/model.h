@@ -160,6 +160,10 @@ tf_status tf_model_forward_sample(struct tf_model *m, int R, const int32_t *ids,
  * TF_PHASES is off. */
 char *tf_model_phases(const struct tf_model *m);
 
+/* The collectives the rank's calls have made so far (its comm's count; 0
+ * at world 1): per decode step, the difference over steps. */
+uint64_t tf_model_collectives(const struct tf_model *m);
+
 /* DSpark drafting (compute/dspark.h): tokens one draft gives (the config's
  * dspark_block), 0 when the pack has none. */
 int tf_model_draft_block(const struct tf_model *m);

@@ -2,7 +2,8 @@
 # tf-bench decode --backend cpu: prefill and decode rates of a tiny pack
 # (written by tf-pack-synth, and through --preset), JSON, the acceptance of
 # DSpark drafts (--draft), and refusals: a
-# bad pack (exit 65), the cuda backend without a GPU (69), neither or both
+# bad pack (exit 65), the cuda backend without a GPU (69, at world 2 too), --devices
+# misuse (64), neither or both
 # of --pack and --preset (64), --layers (a preset's first layers).
 . "$TF_TESTS/lib.sh"
 
@@ -46,10 +47,17 @@ if ! ls /dev/nvidia0 >/dev/null 2>&1; then
 	run tf-bench decode --pack pack2
 	expect_rc 69
 	expect_err "cuda backend"
+	run tf-bench decode --backend cuda --world 2 --devices 0,0 --pack pack2
+	expect_rc 69
+	expect_err "rank 0 of 2: cuda backend"
 fi
-run tf-bench decode --backend cuda --world 2 --pack pack2
+# --devices: one GPU a rank, with the cuda backend only
+run tf-bench decode --backend cuda --world 2 --devices 0 --pack pack2
 expect_rc 64
-expect_err "one rank"
+expect_err "lists 1 GPUs for 2 ranks"
+run tf-bench decode --backend cpu --world 2 --devices 0,1 --pack pack2
+expect_rc 64
+expect_err "needs --backend cuda"
 
 # --layers cuts a preset: 4 of tiny's layers still validate
 run tf-bench decode --backend cpu --preset tiny --layers 4 -r 2 --ctx 4 -t 0.02 --json
