@@ -453,9 +453,11 @@ tf_status tf_cuda_be_set_graphs(struct tf_be *be, int on);
  * depends on the rows take one order instead: the EXL3 matmuls the fp16
  * MMA body for every row count, with split-K sums always meeting in a
  * thread-block cluster in rank order (cuda/exl3_gemv.h), and no cuBLAS or
- * tile GEMM; dense linears the warp kernel 16 rows at a time. Attention,
- * the norms, routing, combine and sampling are batch-invariant either
- * way. It costs speed (tf-bench decode --batch-invariant; BENCHMARKS.md).
+ * tile GEMM; dense linears the warp kernel 16 rows at a time; attention
+ * keeps its splits of a row's keys in calls too big for their partials
+ * (launches of fewer rows), where the default path takes one split. The
+ * norms, routing, combine and sampling are batch-invariant either way. It
+ * costs speed (tf-bench decode --batch-invariant; BENCHMARKS.md).
  * Graphs stay valid: their keys carry the kernels' fingerprint.
  * TF_ERR_UNSUPPORTED for a backend that is not CUDA. */
 tf_status tf_cuda_be_set_invariant(struct tf_be *be, int on);
