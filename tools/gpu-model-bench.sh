@@ -17,19 +17,13 @@
 set -u
 steps=" ${STEPS:-dec1k dec1k-eager dec1k-invariant dec4k dec32k pre4k pre4k-invariant serve} "
 on() { [[ $steps == *" $1 "* ]]; }
+step_on() { on "${1%%-c*}" || on "$1"; }
 out=${1:?usage: gpu-model-bench.sh OUT [BIN]}
 bin=${2:-build/bin}
 mkdir -p "$out"
 S=$out/summary.txt
-step() {
-	local name=$1 limit=$2 s rc
-	shift 2
-	on "${name%%-c*}" || on "$name" || return 0
-	s=$(date +%s)
-	timeout "$limit" "$@" >"$out/$name.log" 2>&1
-	rc=$?
-	echo "$name rc=$rc $(($(date +%s) - s)) s" >>"$S"
-}
+# shellcheck source=tools/gpu-steps.sh
+. "$(dirname "$0")/gpu-steps.sh"
 dec="$bin/tf-bench decode --backend cuda --preset release --layers 20"
 # shellcheck disable=SC2086 # $dec is words
 {
@@ -49,17 +43,8 @@ trap 'kill "$srv" 2>/dev/null; rm -rf "$pack"' EXIT
 "$bin/tf-serve" --engine cuda --synthetic -c 8192 -l 64 --prefix-cache 0 --port 18090 \
 	"$pack/rel20" >"$out/serve.log" 2>&1 &
 srv=$!
-for i in $(seq 1 180); do
-	curl -s localhost:18090/health >/dev/null 2>&1 && break
-	sleep 1
-done
-echo "serve up after $i s" >>"$S"
-for c in ${SERVE_C:-1 16 64}; do
-	n=$((c * 2))
-	[ "$c" = 1 ] && n=4
-	step "serve-c$c" 300 "$bin/tf-bench" serve --port 18090 --model rel20 --random-words 400 \
-		--max-tokens 64 --ignore-eos --concurrency "$c" --requests "$n" --json
-done
+serve_wait 18090 180
+serve_load 18090 rel20
 kill -TERM "$srv"
 wait "$srv"
 echo "serve exit $?" >>"$S"

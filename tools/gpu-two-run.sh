@@ -19,14 +19,8 @@ bin=${2:-build/bin}
 gt=${GPU_TESTS:-build/tests/gpu}
 mkdir -p "$out"
 S=$out/summary.txt
-step() {
-	local name=$1 limit=$2 s rc
-	shift 2
-	s=$(date +%s)
-	timeout "$limit" "$@" >"$out/$name.log" 2>&1
-	rc=$?
-	echo "$name rc=$rc $(($(date +%s) - s)) s" >>"$S"
-}
+# shellcheck source=tools/gpu-steps.sh
+. "$(dirname "$0")/gpu-steps.sh"
 step gpu-tests 300 env TF_BIN="$bin" tests/gpu/run.sh "$gt/gpu_fabric" "$gt/gpu_tp" tests/gpu/serve_ranks.sh
 for b in nccl mailbox host; do
 	step "tp-suite-$b" 120 "$bin/tf-tp-test" --local 2 --backend "$b" suite
@@ -51,17 +45,8 @@ trap 'kill "$srv" 2>/dev/null; rm -rf "$pack"' EXIT
 TF_COMM_BACKEND=${TF_COMM_BACKEND:-nccl} "$bin/tf-serve" --engine cuda --synthetic --local-ranks 2 \
 	--devices 0,1 -c 8192 -l 64 --prefix-cache 0 --port 18091 "$pack/rel" >"$out/serve.log" 2>&1 &
 srv=$!
-for i in $(seq 1 400); do
-	curl -s localhost:18091/health >/dev/null 2>&1 && break
-	sleep 1
-done
-echo "serve up after $i s" >>"$S"
-for c in 1 16 64; do
-	n=$((c * 2))
-	[ "$c" = 1 ] && n=4
-	step "serve-c$c" 300 "$bin/tf-bench" serve --port 18091 --model rel --random-words 400 \
-		--max-tokens 64 --ignore-eos --concurrency "$c" --requests "$n" --json
-done
+serve_wait 18091 400
+serve_load 18091 rel
 # a follower killed under load: rank 0 exits 70 in time
 "$bin/tf-bench" serve --port 18091 --model rel --random-words 100 --max-tokens 256 --ignore-eos \
 	--concurrency 16 --requests 64 >"$out/serve-kill-load.log" 2>&1 &

@@ -19,10 +19,11 @@
  * "the batch-invariant path"), more through the GEMM (decode to fp16,
  * cuBLAS; GEMM_ROWS rows a launch) or, without cuBLAS or on the
  * batch-invariant path (tf_cuda_be_set_invariant: the GEMV's invariant
- * path, tf_cu_exl3_gemv), the GEMV 16 rows at a time. x is converted to bf16 first unless it is bf16 (the
- * kernels read bf16); y is f32 or bf16. A bias is added after, in fp32 as
- * cpu_exl3.c's tf_exl3_matmul does (y = a svh + bias, then one rounding:
- * with a bf16 y the product goes through an f32 scratch).
+ * path, tf_cu_exl3_gemv), the GEMV 16 rows at a time. x is converted to
+ * bf16 first unless it is bf16 (the kernels read bf16); y is f32 or bf16.
+ * A bias is added after, in fp32 as cpu_exl3.c's tf_exl3_matmul does (y =
+ * a svh + bias, then one rounding: with a bf16 y the product goes through
+ * an f32 scratch).
  *
  * exl3_matmul_experts: one experts launch (tf_cu_exl3_experts) over tasks
  * built on the device from expert_ids and offsets (kernels/dense.cu
@@ -30,7 +31,8 @@
  * tasks are sized for the worst case and the spare ones hold no rows (the
  * kernel still decodes their expert 0 for nothing; it has no early exit).
  * Tasks of 1 row, or of 4 where that at least halves the worst-case
- * count; always of 4 on the batch-invariant path (tf_cu_exl3_experts). Rows are grouped already, so x row p gives y row p. What the CPU
+ * count; always of 4 on the batch-invariant path (tf_cu_exl3_experts).
+ * Rows are grouped already, so x row p gives y row p. What the CPU
  * refuses by reading the index arrays cannot be checked here: a group of
  * an expert outside [0, n_experts) is skipped (its y rows keep what they
  * held) and offsets are clamped to [0, R). Every expert of the array must

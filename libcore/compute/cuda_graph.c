@@ -304,6 +304,30 @@ static tf_status cached_run(struct cuda_be *c, struct cuda_pass *p, const char *
 	return st;
 }
 
+/* The call's dry pass, once the stream is idle (the host refills the
+ * input region): TF_OK with its cache key in key [192], else why it runs
+ * eagerly (graphs go off when the region cannot be made; a region too
+ * small for the pass is grown for the next call). */
+static tf_status dry_key(struct cuda_be *c, const struct tf_be_work *w, struct cuda_pass *p,
+			 char *key)
+{
+	struct cuda_graphs *g = &c->g;
+	tf_status st, grown;
+	if (!g->in && (st = region_grow(c, IN_FIRST))) {
+		tf_log(TF_LOG_INFO, "%s: running without graphs", tf_errmsg(st));
+		g->off = true;
+		return st;
+	}
+	if ((st = dry(c, w, p))) {
+		tf_log(TF_LOG_DEBUG, "cuda graphs: '%s' runs eagerly: %s", w->key, tf_errmsg(st));
+		if (g->in_want > g->in_cap && (grown = region_grow(c, g->in_want)))
+			tf_log(TF_LOG_DEBUG, "%s", tf_errmsg(grown));
+		return st;
+	}
+	snprintf(key, 192, "%s/%016llx", w->key, (unsigned long long)p->fp);
+	return TF_OK;
+}
+
 /* A graphed call of ranks in step (the votes above). */
 static tf_status voted(struct cuda_be *c, const struct tf_be_work *w)
 {
@@ -316,23 +340,12 @@ static tf_status voted(struct cuda_be *c, const struct tf_be_work *w)
 		g->skip--;
 		return eager(g, w);
 	}
+	struct cuda_pass p = {.c = c, .w = w, .before = g->rec.n, .passes = 1};
+	char key[192];
 	tf_status st = cuda_wait_idle(c);
 	if (st)
 		return st;
-	bool ready = !g->off;
-	if (ready && !g->in && (st = region_grow(c, IN_FIRST))) {
-		tf_log(TF_LOG_INFO, "%s: running without graphs", tf_errmsg(st));
-		g->off = true, ready = false;
-	}
-	struct cuda_pass p = {.c = c, .w = w, .before = g->rec.n, .passes = 1};
-	if (ready && (st = dry(c, w, &p))) {
-		tf_log(TF_LOG_DEBUG, "cuda graphs: '%s' runs eagerly: %s", w->key, tf_errmsg(st));
-		if (g->in_want > g->in_cap && (st = region_grow(c, g->in_want)))
-			tf_log(TF_LOG_DEBUG, "%s", tf_errmsg(st));
-		ready = false;
-	}
-	char key[192];
-	snprintf(key, sizeof key, "%s/%016llx", w->key, (unsigned long long)p.fp);
+	bool ready = !g->off && !dry_key(c, w, &p, key);
 	bool hit = ready && tf_graph_has(g->cache, key, g->in_gen), all_hit, all_ready;
 	if ((st = g->agree(g->agree_ctx, hit, &all_hit)))
 		goto fail;
@@ -374,21 +387,13 @@ tf_status cuda_graph(struct tf_be *be, const struct tf_be_work *w)
 	tf_status st = cuda_wait_idle(c);
 	if (st)
 		return st;
-	if (!g->in && (st = region_grow(c, IN_FIRST))) {
-		tf_log(TF_LOG_INFO, "%s: running without graphs", tf_errmsg(st));
-		g->off = true;
-		return eager(g, w);
-	}
 	struct cuda_pass p = {.c = c, .w = w, .before = g->rec.n, .passes = 1};
-	if ((st = dry(c, w, &p))) {
-		tf_log(TF_LOG_DEBUG, "cuda graphs: '%s' runs eagerly: %s", w->key, tf_errmsg(st));
-		if (g->in_want > g->in_cap && (st = region_grow(c, g->in_want)))
-			tf_log(TF_LOG_DEBUG, "%s", tf_errmsg(st));
-		missed(g);
+	char key[192];
+	if (dry_key(c, w, &p, key)) {
+		if (!g->off) /* (no region: graphs went off instead) */
+			missed(g);
 		return eager(g, w);
 	}
-	char key[192];
-	snprintf(key, sizeof key, "%s/%016llx", w->key, (unsigned long long)p.fp);
 	return cached_run(c, &p, key);
 }
 

@@ -623,22 +623,21 @@ static tf_status run_blocks(struct tf_fwd *f, struct tf_tensor *logits)
 	if (st)
 		goto out;
 	tf_phase_begin(f->ph, f->ph_head);
-	if (f->some) { /* §12 on the rows whose logits are asked for */
-		struct tf_tensor *Xo, *po, *clo, *xo;
-		if (f->n_out &&
-		    !(st = fwd_tmp(f, &Xo, TF_DT_BF16, 3, f->n_out, S, c->hidden)) &&
-		    !(st = fwd_tmp(f, &po, TF_DT_F32, 2, f->n_out, S, 1)) &&
-		    !(st = fwd_tmp(f, &clo, TF_DT_BF16, 2, f->n_out, c->hidden, 1)) &&
-		    !(st = fwd_tmp(f, &xo, TF_DT_BF16, 2, f->n_out, c->hidden, 1)) &&
-		    !(st = head_rows(f, X, Xo, S * c->hidden)) && !(st = head_rows(f, pre_in, po, S)) &&
-		    !(st = be->ops->hc_collapse(be, Xo, po, clo)) &&
-		    !(st = be->ops->rmsnorm(be, clo, &w->norm, c->eps, xo)))
-			st = head(f, xo, logits);
-	} else if (!(st = be->ops->hc_collapse(be, X, pre_in, cl)) && /* §12 */
-		   !(st = be->ops->rmsnorm(be, cl, f->draft ? &w->mtp_norm : &w->norm, c->eps, xin)) &&
-		   !(st = head(f, xin, logits)) && f->hidden) {
-		st = be->ops->download(be, cl, f->hidden);
-	}
+	/* §12 on every row, or on the rows whose logits are asked for (their
+	 * streams and pre weights gathered first) */
+	struct tf_tensor *Xh = X, *ph = pre_in, *clh = cl, *xh = xin;
+	bool run = !f->some || f->n_out;
+	if (f->some && f->n_out &&
+	    ((st = fwd_tmp(f, &Xh, TF_DT_BF16, 3, f->n_out, S, c->hidden)) ||
+	     (st = fwd_tmp(f, &ph, TF_DT_F32, 2, f->n_out, S, 1)) ||
+	     (st = fwd_tmp(f, &clh, TF_DT_BF16, 2, f->n_out, c->hidden, 1)) ||
+	     (st = fwd_tmp(f, &xh, TF_DT_BF16, 2, f->n_out, c->hidden, 1)) ||
+	     (st = head_rows(f, X, Xh, S * c->hidden)) || (st = head_rows(f, pre_in, ph, S))))
+		run = false;
+	if (run && !(st = be->ops->hc_collapse(be, Xh, ph, clh)) &&
+	    !(st = be->ops->rmsnorm(be, clh, f->draft ? &w->mtp_norm : &w->norm, c->eps, xh)) &&
+	    !(st = head(f, xh, logits)) && f->hidden)
+		st = be->ops->download(be, clh, f->hidden);
 	tf_phase_end(f->ph, f->ph_head);
 out:
 	free(ident);
@@ -707,24 +706,33 @@ tf_status tf_fwd_run(struct tf_fwd *f, int R, const int32_t *ids, const int64_t 
 	return tf_fwd_run_taps(f, R, ids, pos, seq, logits, NULL);
 }
 
-tf_status tf_fwd_run_rows(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
-			  const int *seq, int n_out, const int *out, float *logits, uint16_t *taps)
+tf_status tf_fwd_check_out(int R, int n_out, const int *out, const float *logits, bool *all)
 {
 	if (n_out < 0 || n_out > R || (n_out && (!out || !logits)))
 		return tf_err(TF_ERR_ARG, "forward: %d logit rows of %d", n_out, R);
-	bool all = n_out == R;
+	*all = n_out == R;
 	for (int i = 0; i < n_out; i++) {
 		if (out[i] < 0 || out[i] >= R || (i && out[i] <= out[i - 1]))
 			return tf_err(TF_ERR_ARG, "forward: logit row %d (%d) is not an increasing "
 				      "row of the %d", i, out[i], R);
-		all = all && out[i] == i;
+		*all = *all && out[i] == i;
 	}
+	return TF_OK;
+}
+
+tf_status tf_fwd_run_rows(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
+			  const int *seq, int n_out, const int *out, float *logits, uint16_t *taps)
+{
+	bool all;
+	tf_status st = tf_fwd_check_out(R, n_out, out, logits, &all);
+	if (st)
+		return st;
 	if (all) /* every row's: the plain call (a decode call keeps its graph) */
 		return tf_fwd_run_taps(f, R, ids, pos, seq, logits, taps);
 	f->some = true;
 	f->out = out;
 	f->n_out = n_out;
-	tf_status st = tf_fwd_run_taps(f, R, ids, pos, seq, logits, taps);
+	st = tf_fwd_run_taps(f, R, ids, pos, seq, logits, taps);
 	f->some = false;
 	f->out = NULL;
 	f->n_out = 0;

@@ -41,6 +41,7 @@
 #ifndef TF_COMPUTE_FORWARD_H
 #define TF_COMPUTE_FORWARD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -165,6 +166,9 @@ tf_status tf_fwd_run_taps(struct tf_fwd *f, int R, const int32_t *ids, const int
  * the cache (and taps). */
 tf_status tf_fwd_run_rows(struct tf_fwd *f, int R, const int32_t *ids, const int64_t *pos,
 			  const int *seq, int n_out, const int *out, float *logits, uint16_t *taps);
+/* Whether out[0..n_out) are rows tf_fwd_run_rows takes of R (TF_ERR_ARG
+ * naming the first that is not), and *all when they are every row. */
+tf_status tf_fwd_check_out(int R, int n_out, const int *out, const float *logits, bool *all);
 
 /* The same, drawing each row's token on the backend instead of bringing
  * its logits to the host: the backend's sample op (ops.h) with params[r]

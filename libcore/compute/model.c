@@ -578,26 +578,21 @@ tf_status tf_model_forward(struct tf_model *m, int R, const int32_t *ids, const 
 tf_status tf_model_forward_rows(struct tf_model *m, int R, const int32_t *ids, const int64_t *pos,
 				const int *seq, int n_out, const int *out, float *logits)
 {
-	if (n_out < 0 || n_out > R || (n_out && (!out || !logits)))
-		return tf_err(TF_ERR_ARG, "model: %d logit rows of %d", n_out, R);
-	if (!m->mirror.before && !m->mirror.after) {
-		/* the check of the rows' order is the forward's */
+	if (!m->mirror.before && !m->mirror.after)
 		return forward(m, R, ids, pos, seq, logits, NULL, NULL, NULL, n_out, out);
-	}
 	/* Mirrored ranks replay plain forward calls: the whole call, then
 	 * the rows asked for. */
+	bool every;
+	tf_status st = tf_fwd_check_out(R, n_out, out, logits, &every);
+	if (st)
+		return st;
 	float *all = tf_alloc_array((size_t)R * m->c.vocab, sizeof *all);
 	if (!all)
 		return tf_err(TF_ERR_NOMEM, "model: logits of %d rows", R);
-	tf_status st = tf_model_forward(m, R, ids, pos, seq, all);
-	for (int i = 0; i < n_out && !st; i++) {
-		if (out[i] < 0 || out[i] >= R || (i && out[i] <= out[i - 1]))
-			st = tf_err(TF_ERR_ARG, "model: logit row %d (%d) is not an increasing row of "
-				    "the %d", i, out[i], R);
-		else
-			memcpy(logits + (size_t)i * m->c.vocab, all + (size_t)out[i] * m->c.vocab,
-			       sizeof *all * m->c.vocab);
-	}
+	st = tf_model_forward(m, R, ids, pos, seq, all);
+	for (int i = 0; i < n_out && !st; i++)
+		memcpy(logits + (size_t)i * m->c.vocab, all + (size_t)out[i] * m->c.vocab,
+		       sizeof *all * m->c.vocab);
 	free(all);
 	return st;
 }

@@ -57,6 +57,7 @@ static const struct {
 };
 static int variant = -1;
 static bool nonportable[9][3][9]; /* the kernel may take clusters of 16 */
+static unsigned invariant_cmax_of[9][3]; /* invariant_cmax's answers (0: not yet) */
 static int static_smem10[9][3]; /* the v10 kernels' static shared memory */
 
 static tf_status variant_parse(const char *spec, const char *what, int *out)
@@ -201,6 +202,7 @@ static tf_status lock_handles(void)
 	if (funcs_generation != tf_cu_module_generation()) {
 		memset(funcs, 0, sizeof(funcs));
 		memset(memo, 0, sizeof(memo));
+		memset(invariant_cmax_of, 0, sizeof(invariant_cmax_of));
 		funcs_generation = tf_cu_module_generation();
 	}
 	return TF_OK;
@@ -335,27 +337,49 @@ static bool cluster_fits(tf_cu_func f, unsigned cy, unsigned long need, unsigned
 static tf_status invariant_cmax(const struct tf_exl3_geom *g, unsigned *cmax)
 {
 	static const unsigned t[4] = {2, 4, 8, 16};
+	tf_status st = lock_handles();
+	if (st)
+		return st;
+	*cmax = invariant_cmax_of[g->bits][g->cb];
+	pthread_mutex_unlock(&mu);
+	if (*cmax)
+		return TF_OK;
 	bool all = true;
 	for (int i = 0; i < 4; i++) {
 		tf_cu_func f;
-		tf_status st = get_func(g, i + 1, t[i], &f);
-		if (st)
+		if ((st = get_func(g, i + 1, t[i], &f)))
 			return st;
 		pthread_mutex_lock(&mu);
 		all = all && nonportable[g->bits][g->cb][i + 1];
 		pthread_mutex_unlock(&mu);
 	}
 	*cmax = all ? TF_CU_EXL3_CLUSTER_MAX : TF_CU_EXL3_CLUSTER_PORTABLE;
+	pthread_mutex_lock(&mu);
+	invariant_cmax_of[g->bits][g->cb] = *cmax;
+	pthread_mutex_unlock(&mu);
 	return TF_OK;
 }
 
-/* p's slices, fewer where they are more than cmax. */
-static void slices_cap(struct tf_cu_exl3_plan *p, unsigned kb, unsigned cmax)
+/* *slices of *cps chunks each over kb chunks, fewer and longer where they
+ * are more than cmax. */
+static void slices_cap(unsigned kb, unsigned cmax, unsigned *cps, unsigned *slices)
 {
-	if (p->slices <= cmax)
+	if (*slices <= cmax)
 		return;
-	p->chunks_per_slice = (kb + cmax - 1) / cmax;
-	p->slices = (kb + p->chunks_per_slice - 1) / p->chunks_per_slice;
+	*cps = (kb + cmax - 1) / cmax;
+	*slices = (kb + *cps - 1) / *cps;
+}
+
+/* The batch-invariant path's cluster: all `slices` of a column block in
+ * one (0 for one slice), which must fit the device. */
+static tf_status invariant_cluster(tf_cu_func f, unsigned slices, const char *what, uint32_t k,
+				   uint32_t n, unsigned *cy)
+{
+	*cy = slices > 1 ? slices : 0;
+	if (*cy && !cluster_fits(f, *cy, 1, 0))
+		return tf_err(TF_ERR_UNSUPPORTED, "exl3 %s %ux%u: clusters of %u blocks do not fit "
+			      "this device (the batch-invariant path needs them)", what, k, n, *cy);
+	return TF_OK;
 }
 
 tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_t rows, tf_cu_ptr y,
@@ -386,7 +410,7 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 		}
 		if ((st = invariant_cmax(&L->g, &inv_cmax)))
 			return st;
-		slices_cap(&p, L->g.k / 128, inv_cmax);
+		slices_cap(L->g.k / 128, inv_cmax, &p.chunks_per_slice, &p.slices);
 	} else if (v10) {
 		slot = SLOT_V10 + (rows == 1 ? 0 : rows == 2 ? 1 : 2);
 		/* The v10 kernels of widths other than 1, 2 and 4 hold three
@@ -414,13 +438,9 @@ tf_status tf_cu_exl3_gemv(const struct tf_cu_exl3_layer *L, tf_cu_ptr x, uint32_
 	                                            static_smem10[b][slot - SLOT_V10])
 	                        : 0;
 	unsigned cy = 0;
-	if (invariant) {
-		/* Always one cluster a column block: the sum in rank order. */
-		cy = p.slices > 1 ? p.slices : 0;
-		if (cy && !cluster_fits(f, cy, 1, 0))
-			return tf_err(TF_ERR_UNSUPPORTED, "exl3 gemv %ux%u b%u: clusters of %u blocks do not "
-			              "fit this device (the batch-invariant path needs them)",
-			              L->g.k, L->g.n, b, cy);
+	if (invariant) { /* always one cluster a column block: the sum in rank order */
+		if ((st = invariant_cluster(f, p.slices, "gemv", L->g.k, L->g.n, &cy)))
+			return st;
 	} else {
 		/* The slices of a column block as one cluster
 		 * (tf_cu_exl3_cluster_size), where all the clusters fit at once
@@ -567,10 +587,8 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	pthread_mutex_unlock(&mu);
 	if (st)
 		return st;
-	if (invariant && slices > cmax) {
-		cps = (kb + cmax - 1) / cmax;
-		slices = (kb + cps - 1) / cps;
-	}
+	if (invariant)
+		slices_cap(kb, cmax, &cps, &slices);
 	struct experts_args a = {
 		.trellis = E->trellis, .table = E->table, .suh = E->suh, .svh = E->svh, .tasks = tasks,
 		.xrow = xrow, .x = x, .y = y, .acc = ws ? ws->acc : 0, .count = ws ? ws->count : 0,
@@ -584,10 +602,8 @@ tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks
 	 * A task's slices meet in a cluster as in tf_cu_exl3_gemv. */
 	unsigned cy = 0;
 	if (invariant) {
-		cy = slices > 1 ? slices : 0;
-		if (cy && !cluster_fits(f, cy, 1, 0))
-			return tf_err(TF_ERR_UNSUPPORTED, "exl3 experts %ux%u: clusters of %u blocks do not "
-			              "fit this device (the batch-invariant path needs them)", E->k, E->n, cy);
+		if ((st = invariant_cluster(f, slices, "experts", E->k, E->n, &cy)))
+			return st;
 	} else {
 		const unsigned want_cy = tf_cu_exl3_cluster_size(nb * slices * ntasks, slices, sms, cmax);
 		if (want_cy && !(bits & V_NO_CLUSTER) &&

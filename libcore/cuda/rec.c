@@ -67,18 +67,20 @@ struct tf_cu_rec *tf_cu_rec_of(tf_cu_stream s)
 /* $TF_CUDA_GRAPHS_TRACE: a file that gets a line for every item a dry
  * pass hashes, so that two passes whose fingerprints differ can be
  * compared item by item (tf(7)). Opened on first use; NULL when unset. */
+static FILE *trace;
+static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
+
+static void trace_open(void)
+{
+	const char *path = getenv("TF_CUDA_GRAPHS_TRACE");
+	trace = path && *path ? fopen(path, "a") : NULL;
+}
+
+/* (once opened, read without a lock: a dry pass records every item) */
 static FILE *trace_file(void)
 {
-	static FILE *f;
-	static bool tried;
-	pthread_mutex_lock(&mu);
-	if (!tried) {
-		const char *path = getenv("TF_CUDA_GRAPHS_TRACE");
-		tried = true;
-		f = path && *path ? fopen(path, "a") : NULL;
-	}
-	pthread_mutex_unlock(&mu);
-	return f;
+	pthread_once(&trace_once, trace_open);
+	return trace;
 }
 
 static uint64_t fnv(const void *p, size_t n)

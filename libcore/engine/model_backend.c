@@ -47,13 +47,20 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A capacity for n items grown from cap by doubling (from first when 0). */
+static size_t cap_for(size_t cap, size_t n, size_t first)
+{
+	cap = cap ? cap : first;
+	while (cap < n)
+		cap *= 2;
+	return cap;
+}
+
 static tf_status grow(struct cpu *c, size_t rows)
 {
 	if (rows <= c->cap)
 		return TF_OK;
-	size_t cap = c->cap ? c->cap : 64;
-	while (cap < rows)
-		cap *= 2;
+	size_t cap = cap_for(c->cap, rows, 64);
 	if (tf_realloc_array(&c->ids, cap, sizeof *c->ids) ||
 	    tf_realloc_array(&c->pos, cap, sizeof *c->pos) ||
 	    tf_realloc_array(&c->seq, cap, sizeof *c->seq) ||
@@ -69,9 +76,7 @@ static tf_status grow_logits(struct cpu *c, size_t n)
 {
 	if (n <= c->cap_out)
 		return TF_OK;
-	size_t cap = c->cap_out ? c->cap_out : 16;
-	while (cap < n)
-		cap *= 2;
+	size_t cap = cap_for(c->cap_out, n, 16);
 	if (tf_realloc_array(&c->logits, cap * c->vocab, sizeof *c->logits))
 		return tf_err(TF_ERR_NOMEM, "cannot hold %zu rows of logits", cap);
 	c->cap_out = cap;
@@ -238,9 +243,7 @@ static tf_status grow_rows(struct cpu *c, size_t n)
 {
 	if (n <= c->caprows)
 		return TF_OK;
-	size_t cap = c->caprows ? c->caprows * 2 : 16;
-	while (cap < n)
-		cap *= 2;
+	size_t cap = cap_for(c->caprows, n, 16);
 	if (tf_realloc_array(&c->reqs, cap, sizeof(*c->reqs)) ||
 	    tf_realloc_array(&c->rowreq, cap, sizeof(*c->rowreq)))
 		return tf_err(TF_ERR_NOMEM, "out of memory for drafts");
