@@ -5,13 +5,15 @@
  *
  * Weights: the layers' trellis, suh, svh and bias pointers are device
  * addresses (the backend's memory, as tensors are: a model on this
- * backend uploads its weights once). A projection's experts must lie as
- * one image, as tf_exl3_experts_layout places them (the prepared images'
- * stacks): trellises back to back from experts[0]'s, suh [E][K] and svh
- * [E][N] contiguous, and biases [E][N] when any expert has one. The width
- * table the experts launch reads is built from that on first use, keyed
- * by the array's address (again when its layers change), until
- * tf_be_free.
+ * backend uploads its weights once). A projection's experts lying as one
+ * image, as tf_exl3_experts_layout places them (the prepared images'
+ * stacks: trellises back to back from experts[0]'s, suh [E][K] and svh
+ * [E][N] contiguous, and biases [E][N] when any expert has one), are read
+ * in place; layers that lie apart (the output groups' wo_a, loaded one by
+ * one) keep their trellises where they are and get copies of suh, svh and
+ * biases side by side. That view and the width table the experts launch
+ * reads are built on first use, keyed by the array's address (again when
+ * its layers change), until tf_be_free.
  *
  * exl3_matmul: up to GEMV_ROWS rows through the fused GEMV, 16 rows a
  * launch (which reads the trellis once a launch: at 64 rows four launches
@@ -36,7 +38,8 @@
  * refuses by reading the index arrays cannot be checked here: a group of
  * an expert outside [0, n_experts) is skipped (its y rows keep what they
  * held) and offsets are clamped to [0, R). Every expert of the array must
- * share K, N and codebook (any widths): TF_ERR_ARG otherwise. */
+ * share K, N and codebook (any widths), and all or none have a bias:
+ * TF_ERR_ARG otherwise. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,8 +89,43 @@ static void layer_get(const struct tf_exl3_layer *L, struct cuda_exl3_dev *d)
 	d->bias = dptr(L->bias);
 }
 
-/* The experts' image from ex[0]'s addresses (TF_ERR_ARG naming the first
- * expert that is not where the layout puts it), and its width table. */
+/* Whether ex[0..count) lie as one image from ex[0]'s addresses
+ * (tf_exl3_experts_layout's offsets off). */
+static bool experts_in_place(const struct tf_exl3_layer *ex, int count, const uint64_t *off,
+			     uint64_t k, uint64_t n)
+{
+	int has_bias = ex[0].bias != NULL;
+	for (int e = 0; e < count; e++)
+		if (dptr(ex[e].trellis) != dptr(ex[0].trellis) + off[e] ||
+		    dptr(ex[e].suh) != dptr(ex[0].suh) + 2 * k * (uint64_t)e ||
+		    dptr(ex[e].svh) != dptr(ex[0].svh) + 2 * n * (uint64_t)e ||
+		    (has_bias ? dptr(ex[e].bias) != dptr(ex[0].bias) + 2 * n * (uint64_t)e
+			      : ex[e].bias != NULL))
+			return false;
+	return true;
+}
+
+/* Copies of the experts' f16 vectors (suh, svh or biases: n values each)
+ * into dst [count][n], on the stream. */
+static tf_status experts_gather(struct cuda_be *c, const struct tf_exl3_layer *ex, int count,
+				int which, uint64_t n, tf_cu_ptr dst)
+{
+	for (int e = 0; e < count; e++) {
+		const void *v = which == 0 ? ex[e].suh : which == 1 ? ex[e].svh : ex[e].bias;
+		tf_cu_ptr to = dst + 2 * n * (uint64_t)e;
+		tf_status st;
+		if (!tf_cu_rec_copy(c->stream, 'd', to, dptr(v), 2 * n) &&
+		    (st = TF_CU(tf_cu->MemcpyDtoDAsync(to, dptr(v), 2 * n, c->stream))))
+			return st;
+	}
+	return TF_OK;
+}
+
+/* The experts' launch view and its width table: in place when they lie as
+ * one image (a model's stacks); else, as layers loaded one by one lie
+ * (the output groups' wo_a), the trellises where they are (offsets from
+ * the lowest) and copies of suh, svh and biases [E][K], [E][N] after the
+ * table in its block. */
 static tf_status experts_put(struct cuda_be *c, const struct tf_exl3_layer *ex, int count,
 			     struct cuda_exl3_experts_dev *d)
 {
@@ -102,36 +140,53 @@ static tf_status experts_put(struct cuda_be *c, const struct tf_exl3_layer *ex, 
 		goto out;
 	}
 	for (int e = 0; e < count; e++) {
-		if (!ex[e].trellis || !ex[e].suh || !ex[e].svh) {
-			st = tf_err(TF_ERR_ARG, "expert %d has no weights", e);
+		if (!ex[e].trellis || !ex[e].suh || !ex[e].svh || (ex[e].bias != NULL) != has_bias) {
+			st = tf_err(TF_ERR_ARG, "expert %d has %s", e,
+				    ex[e].trellis && ex[e].suh && ex[e].svh ? "a bias where expert 0 "
+				    "has none, or none where it has one" : "no weights");
 			goto out;
 		}
 		g[e] = ex[e].g;
+		if (g[e].cb != g[0].cb) {
+			st = tf_err(TF_ERR_ARG, "expert %d has another codebook than expert 0", e);
+			goto out;
+		}
 	}
 	if ((st = tf_exl3_experts_layout(g, (uint32_t)count, off, &total, &ragged))) {
 		st = tf_err(TF_ERR_ARG, "%s", tf_errmsg(st));
 		goto out;
 	}
 	const uint64_t k = g[0].k, n = g[0].n;
-	for (int e = 0; e < count && !st; e++)
-		if (dptr(ex[e].trellis) != dptr(ex[0].trellis) + off[e] ||
-		    dptr(ex[e].suh) != dptr(ex[0].suh) + 2 * k * (uint64_t)e ||
-		    dptr(ex[e].svh) != dptr(ex[0].svh) + 2 * n * (uint64_t)e ||
-		    (has_bias && dptr(ex[e].bias) != dptr(ex[0].bias) + 2 * n * (uint64_t)e) ||
-		    (!has_bias && ex[e].bias))
-			st = tf_err(TF_ERR_ARG, "expert %d is not where the experts' image puts it "
-				    "(tf_exl3_experts_layout, suh [E][K], svh and bias [E][N])", e);
+	const bool in_place = experts_in_place(ex, count, off, k, n);
+	tf_cu_ptr base = dptr(ex[0].trellis);
+	if (!in_place) {
+		for (int e = 1; e < count; e++)
+			base = dptr(ex[e].trellis) < base ? dptr(ex[e].trellis) : base;
+		for (int e = 0; e < count; e++)
+			off[e] = dptr(ex[e].trellis) - base;
+	}
 	tf_cu_exl3_experts_table(g, off, (uint32_t)count, table);
-	const size_t tsz = (size_t)TF_CU_EXL3_EXPERT_BYTES * count;
-	if (st || (st = cuda_mem_alloc(c, tsz, &d->mem)))
+	const size_t tsz = ((size_t)TF_CU_EXL3_EXPERT_BYTES * count + 255) & ~(size_t)255;
+	const size_t vk = 2 * k * (size_t)count, vn = 2 * n * (size_t)count;
+	if ((st = cuda_mem_alloc(c, tsz + (in_place ? 0 : vk + vn + (has_bias ? vn : 0)), &d->mem)))
 		goto out;
 	d->E = (struct tf_cu_exl3_experts){(uint32_t)k, (uint32_t)n, (uint32_t)count, g[0].cb,
-					   dptr(ex[0].trellis), d->mem, dptr(ex[0].suh),
-					   dptr(ex[0].svh)};
+					   base, d->mem, dptr(ex[0].suh), dptr(ex[0].svh)};
 	d->bias = dptr(ex[0].bias);
 	d->count = count;
-	if ((st = cuda_put(c, d->E.table, table, tsz)))
-		cuda_mem_free(c, d->mem);
+	if (!in_place) {
+		d->E.suh = d->mem + tsz;
+		d->E.svh = d->E.suh + vk;
+		d->bias = has_bias ? d->E.svh + vn : 0;
+		if ((st = experts_gather(c, ex, count, 0, k, d->E.suh)) ||
+		    (st = experts_gather(c, ex, count, 1, n, d->E.svh)) ||
+		    (has_bias && (st = experts_gather(c, ex, count, 2, n, d->bias))))
+			goto fail;
+	}
+	if (!(st = cuda_put(c, d->E.table, table, (size_t)TF_CU_EXL3_EXPERT_BYTES * count)))
+		goto out;
+fail:
+	cuda_mem_free(c, d->mem);
 out:
 	free(g);
 	free(off);

@@ -254,45 +254,65 @@ static tf_status check_layer(const struct tf_fwd *f, const struct tf_fwd_layer *
 	return TF_OK;
 }
 
-/* The routed experts of every layer as the experts ops take them (EXL3:
- * contiguous copies of the handles; dense: the tensors), and the ids
- * 0..E-1 of the experts groups. TF_ERR_ARG when a projection mixes EXL3
- * and dense experts. */
+/* src[0..n) into f->ex[L]'s slot k (EXL3: contiguous copies of the
+ * handles; dense: the tensors); TF_ERR_ARG when they mix the two. */
+static tf_status group_init(struct tf_fwd *f, uint32_t L, int k, const struct tf_lin *src,
+			    uint32_t n, const char *what)
+{
+	int q = src[0].q != NULL;
+	if (q)
+		f->ex[L].q[k] = tf_alloc_array(n, sizeof *f->ex[L].q[k]);
+	else
+		f->ex[L].w[k] = tf_alloc_array(n, sizeof *f->ex[L].w[k]);
+	if (q ? !f->ex[L].q[k] : !f->ex[L].w[k])
+		return tf_err(TF_ERR_NOMEM, "forward: out of memory");
+	for (uint32_t e = 0; e < n; e++) {
+		if ((src[e].q != NULL) != q)
+			return tf_err(TF_ERR_ARG, "forward: layer %u mixes EXL3 and dense %s", L, what);
+		if (q)
+			f->ex[L].q[k][e] = *src[e].q;
+		else
+			f->ex[L].w[k][e] = src[e].w;
+	}
+	return TF_OK;
+}
+
+/* Whether l[0..n) are dense or EXL3 of one codebook (an experts op takes
+ * them as one projection's experts). */
+static bool one_codebook(const struct tf_lin *l, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++)
+		if (l[i].q && l[0].q && l[i].q->g.cb != l[0].q->g.cb)
+			return false;
+	return true;
+}
+
+/* The routed experts and the output groups of every layer as the experts
+ * ops take them (group_init; output groups of mixed codebooks stay apart),
+ * and the ids 0..n-1 of the groups' experts. */
 static tf_status experts_init(struct tf_fwd *f)
 {
 	const struct tf_config *c = f->c;
-	uint32_t n = tf_config_all_layers(c), most = 1;
+	uint32_t n = tf_config_all_layers(c), G = (uint32_t)f->Gl, most = G > 1 ? G : 1;
+	tf_status st = TF_OK;
 	f->ex = tf_calloc(n, sizeof *f->ex);
 	if (!f->ex)
 		return tf_err(TF_ERR_NOMEM, "forward: out of memory");
-	for (uint32_t L = 0; L < n; L++) {
+	for (uint32_t L = 0; L < n && !st; L++) {
 		const struct tf_fwd_layer *lw = &f->w->layers[L];
 		if (L >= c->layers && !f->w->mtp_norm.data)
 			break;
 		uint32_t E = tf_config_experts_of(c, L);
 		most = E > most ? E : most;
-		for (int k = 0; k < 3 && E; k++) {
-			const struct tf_lin *src = k == 0 ? lw->w1 : k == 1 ? lw->w2 : lw->w3;
-			int q = src[0].q != NULL;
-			if (q)
-				f->ex[L].q[k] = tf_alloc_array(E, sizeof *f->ex[L].q[k]);
-			else
-				f->ex[L].w[k] = tf_alloc_array(E, sizeof *f->ex[L].w[k]);
-			if (q ? !f->ex[L].q[k] : !f->ex[L].w[k])
-				return tf_err(TF_ERR_NOMEM, "forward: out of memory");
-			for (uint32_t e = 0; e < E; e++) {
-				if ((src[e].q != NULL) != q)
-					return tf_err(TF_ERR_ARG, "forward: layer %u mixes EXL3 and "
-						      "dense experts", L);
-				if (q)
-					f->ex[L].q[k][e] = *src[e].q;
-				else
-					f->ex[L].w[k][e] = src[e].w;
-			}
-		}
+		for (int k = 0; k < 3 && E && !st; k++)
+			st = group_init(f, L, k, k == 0 ? lw->w1 : k == 1 ? lw->w2 : lw->w3, E, "experts");
+		if (!st && G && one_codebook(lw->wo_a, G))
+			st = group_init(f, L, FWD_EX_WO_A, lw->wo_a, G, "output groups");
 	}
+	if (st)
+		return st;
 	int32_t *ids = fwd_i32s(most);
-	tf_status st = ids ? TF_OK : tf_err(TF_ERR_NOMEM, "forward: out of memory");
+	st = ids ? TF_OK : tf_err(TF_ERR_NOMEM, "forward: out of memory");
 	for (uint32_t e = 0; e < most && !st; e++)
 		ids[e] = (int32_t)e;
 	if (!st && !(st = tf_be_tensor(f->be, &f->eids, TF_DT_I32, 1, (int64_t)most)))
@@ -410,7 +430,7 @@ void tf_fwd_free(struct tf_fwd *f)
 		return;
 	if (f->ex)
 		for (uint32_t L = 0; L < tf_config_all_layers(f->c); L++)
-			for (int k = 0; k < 3; k++) {
+			for (int k = 0; k < FWD_EX_N; k++) {
 				free(f->ex[L].q[k]);
 				free(f->ex[L].w[k]);
 			}

@@ -386,33 +386,54 @@ out:
 }
 
 /* §9: the output groups of hg heads each through their wo_a, into z
- * [R, G * o_lora]. o [R, H, hd] bf16. */
+ * [R, G * o_lora]: row i's group g (row i G + g of o and z as [R G, ...]
+ * views) moved to row g R + i, the G groups through their weights in one
+ * experts op (group g = rows g R .. g R + R - 1, expert g), and moved back;
+ * groups of mixed codebooks (no experts op takes them) one at a time.
+ * o [R, H, hd] bf16. */
 static tf_status out_groups(struct tf_fwd *f, uint32_t L, const struct tf_tensor *o,
 			    struct tf_tensor *z)
 {
-	const struct tf_fwd_layer *lw = &f->w->layers[L];
+	struct tf_be *be = f->be;
 	int R = f->R, mark = f->ntmp;
 	int64_t G = f->Gl, hg = f->Hl / G, hd = f->c->head_dim, ol = f->c->o_lora;
-	struct tf_tensor *og, *zg, *gi;
-	int32_t *at = fwd_i32s((int64_t)R * G);
-	tf_status st = at ? TF_OK : fwd_nomem();
+	struct tf_tensor *og, *zg, *gi, *off;
+	int32_t *at = fwd_i32s((int64_t)R * G), *go = fwd_i32s(G + 1);
+	tf_status st = at && go ? TF_OK : fwd_nomem();
 	for (int64_t g = 0; g < G && !st; g++) /* group g's rows of the [R * G, ...] views */
 		for (int i = 0; i < R; i++)
 			at[g * R + i] = (int32_t)(i * G + g);
+	for (int64_t g = 0; g <= G && !st; g++)
+		go[g] = (int32_t)(g * R);
 	if (st || (st = fwd_host(f, &gi, TF_DT_I32, at, (int64_t)R * G)) ||
-	    (st = fwd_tmp(f, &og, TF_DT_BF16, 2, R, hg * hd, 1)) ||
-	    (st = fwd_tmp(f, &zg, TF_DT_BF16, 2, R, ol, 1)))
+	    (st = fwd_host(f, &off, TF_DT_I32, go, G + 1)) ||
+	    (st = fwd_tmp(f, &og, TF_DT_BF16, 2, (int64_t)R * G, hg * hd, 1)) ||
+	    (st = fwd_tmp(f, &zg, TF_DT_BF16, 2, (int64_t)R * G, ol, 1)))
 		goto out;
 	struct tf_tensor ov = fwd_view2(o, (int64_t)R * G, hg * hd), zv = fwd_view2(z, (int64_t)R * G, ol);
-	for (int64_t g = 0; g < G && !st; g++) {
-		struct tf_tensor ix = tf_tensor_rows_of(gi, g * R, R);
-		if (!(st = f->be->ops->rows_copy(f->be, &ov, &ix, og, NULL)) &&
-		    !(st = fwd_lin(f, &lw->wo_a[g], og, zg)))
-			st = f->be->ops->rows_copy(f->be, zg, NULL, &zv, &ix);
+	struct tf_tensor ids = tf_tensor_rows_of(&f->eids, 0, G);
+	const struct experts *ex = &f->ex[L];
+	if (!ex->q[FWD_EX_WO_A] && !ex->w[FWD_EX_WO_A]) {
+		for (int64_t g = 0; g < G && !st; g++) {
+			struct tf_tensor ix = tf_tensor_rows_of(gi, g * R, R);
+			struct tf_tensor og1 = tf_tensor_rows_of(og, 0, R), zg1 = tf_tensor_rows_of(zg, 0, R);
+			if (!(st = be->ops->rows_copy(be, &ov, &ix, &og1, NULL)) &&
+			    !(st = fwd_lin(f, &f->w->layers[L].wo_a[g], &og1, &zg1)))
+				st = be->ops->rows_copy(be, &zg1, NULL, &zv, &ix);
+		}
+		goto out;
 	}
+	if ((st = be->ops->rows_copy(be, &ov, gi, og, NULL)))
+		goto out;
+	st = ex->q[FWD_EX_WO_A]
+		? be->ops->exl3_matmul_experts(be, ex->q[FWD_EX_WO_A], (int)G, &ids, off, og, zg)
+		: be->ops->linear_experts(be, ex->w[FWD_EX_WO_A], (int)G, &ids, off, og, zg);
+	if (!st)
+		st = be->ops->rows_copy(be, zg, NULL, &zv, gi);
 out:
 	fwd_release(f, mark);
 	free(at);
+	free(go);
 	return st;
 }
 

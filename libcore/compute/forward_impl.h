@@ -23,9 +23,12 @@ struct segment {
 
 /* A layer's routed experts as the experts ops take them: contiguous EXL3
  * layers (copies of the weights' handles), or dense tensors. */
+/* A layer's grouped projections as the experts ops take them: the routed
+ * experts' w1, w2, w3 ([E] each) and the output groups' wo_a ([G/w]). */
+enum { FWD_EX_W1, FWD_EX_W2, FWD_EX_W3, FWD_EX_WO_A, FWD_EX_N };
 struct experts {
-	struct tf_exl3_layer *q[3]; /* w1, w2, w3: [E] each, or NULL (dense) */
-	struct tf_tensor *w[3];     /* dense: [E] each */
+	struct tf_exl3_layer *q[FWD_EX_N]; /* EXL3 handles, or NULL (dense) */
+	struct tf_tensor *w[FWD_EX_N];     /* dense: the tensors */
 };
 
 struct tf_fwd {
@@ -41,7 +44,7 @@ struct tf_fwd {
 	int rank, world;
 	int64_t Hl, Gl, Il, Vl; /* the rank's heads, output groups, expert width, vocabulary */
 	struct experts *ex;     /* [all layers] */
-	struct tf_tensor eids;  /* int32 [most experts]: 0, 1, 2, ... (the groups' experts) */
+	struct tf_tensor eids;  /* int32 [most experts or groups]: 0, 1, 2, ... (the groups' experts) */
 	struct tf_phases *ph;
 	int ph_embed, ph_head, ph_out, ph_layer[TF_CONFIG_MAX_LAYERS][3]; /* engram, attn, moe */
 	/* per call */

@@ -400,7 +400,7 @@ static void cases_dense(void)
 static void layers_make(uint32_t k, uint32_t n, const uint32_t *bits, int count,
 			enum tf_exl3_cb cb, struct tf_exl3_layer *Lc, struct tf_exl3_layer *Lg)
 {
-	struct tf_exl3_geom g[16];
+	struct tf_exl3_geom g[16] = {{0}};
 	uint64_t off[16], total;
 	int ragged;
 	for (int e = 0; e < count; e++)
@@ -440,15 +440,21 @@ static void case_exl3(uint32_t k, uint32_t n, uint32_t bits, enum tf_exl3_cb cb,
 }
 
 /* R routed rows in G groups through G distinct experts of count (one group
- * empty when G > 2). */
+ * empty when G > 2); apart: each expert made on its own, last first (as
+ * the output groups' wo_a lie: not one image). */
 static void case_experts(uint32_t k, uint32_t n, const uint32_t *bits, int count,
-			 enum tf_exl3_cb cb, int64_t R, int G, enum tf_dt yd)
+			 enum tf_exl3_cb cb, int64_t R, int G, enum tf_dt yd, bool apart)
 {
-	if (!begin("exl3_matmul_experts", "%ux%u %d experts %s rows %lld in %d groups y %s", k, n,
-		   count, tf_exl3_cb_name(cb), (long long)R, G, tf_dt_name(yd)))
+	if (!begin("exl3_matmul_experts", "%ux%u %d experts%s %s rows %lld in %d groups y %s", k, n,
+		   count, apart ? " apart" : "", tf_exl3_cb_name(cb), (long long)R, G,
+		   tf_dt_name(yd)))
 		return;
 	struct tf_exl3_layer Lc[16], Lg[16];
-	layers_make(k, n, bits, count, cb, Lc, Lg);
+	if (apart)
+		for (int e = count - 1; e >= 0; e--)
+			layers_make(k, n, &bits[e], 1, cb, &Lc[e], &Lg[e]);
+	else
+		layers_make(k, n, bits, count, cb, Lc, Lg);
 	struct pair *pi, *po;
 	groups(R, G, count, &pi, &po);
 	struct pair *x = pin(TF_DT_BF16, rnd(TF_DT_BF16, R * k, 1.7f), DIMS(R, k));
@@ -488,12 +494,18 @@ static void cases_exl3(void)
 	static const uint32_t tiny_bits[8] = {2, 3, 4, 2, 5, 8, 1, 6};
 	static const uint32_t q28_bits[8] = {2, 3, 2, 4, 5, 2, 2, 3}; /* K2 4..10 of layers 19-39 */
 	for (int cb = 0; cb < 3; cb++)
-		case_experts(512, 256, tiny_bits, 8, (enum tf_exl3_cb)cb, 5 + cb, 4, TF_DT_F32);
+		case_experts(512, 256, tiny_bits, 8, (enum tf_exl3_cb)cb, 5 + cb, 4, TF_DT_F32, cb == 1);
 	for (int i = 0; i < 4; i++) /* top-6 of 1, 4, 16 and 64 rows */
 		case_experts(D, W, q28_bits, 8, TF_EXL3_CB_MUL1, dec[i] * rc.topk,
-			     dec[i] == 1 ? (int)rc.topk : 8, TF_DT_F32);
-	case_experts(W, D, q28_bits, 8, TF_EXL3_CB_MUL1, rc.topk, (int)rc.topk, TF_DT_F32);
-	case_experts(W, D, q28_bits, 8, TF_EXL3_CB_MUL1, 16 * rc.topk, 8, TF_DT_BF16);
+			     dec[i] == 1 ? (int)rc.topk : 8, TF_DT_F32, false);
+	case_experts(W, D, q28_bits, 8, TF_EXL3_CB_MUL1, rc.topk, (int)rc.topk, TF_DT_F32, false);
+	case_experts(W, D, q28_bits, 8, TF_EXL3_CB_MUL1, 16 * rc.topk, 8, TF_DT_BF16, false);
+	/* the output groups (wo_a of 8 groups, each layer apart) at 1 and 16 rows */
+	static const uint32_t wo_a_bits[8] = {4, 4, 4, 4, 5, 4, 3, 4};
+	const uint32_t ok = rc.heads * rc.head_dim / rc.o_groups, G8 = rc.o_groups;
+	for (int i = 0; i < 4; i += 2)
+		case_experts(ok, rc.o_lora, wo_a_bits, (int)G8, TF_EXL3_CB_MUL1, dec[i] * G8, (int)G8,
+			     TF_DT_BF16, true);
 }
 
 /* ---- attention and the indexer ---- */
