@@ -65,7 +65,7 @@ static const struct tf_opt opts[] = {
 	{"max-tokens", 0, TF_OPT_INT, &max_tokens, "N", "TF_MAX_TOKENS", "4096", "completion limit when a request names none", 1, 1 << 24, NULL},
 	{"lanes", 'l', TF_OPT_INT, &lanes, "N", "TF_LANES", "64", "requests running at once (more wait)", 1, 65536, NULL},
 	{"round-tokens", 0, TF_OPT_INT, &round_tokens, "N", "TF_ROUND_TOKENS", "2048", "token budget of one engine round", 16, 1 << 20, NULL},
-	{"drafts", 0, TF_OPT_STR, &drafts_arg, "N|off", "TF_DRAFTS", "7", "the most speculative drafts a decode row verifies (prompt lookup, then the pack's DSpark blocks; depth from measured costs), 1..7, or off (the cuda engine's default off its --batch-invariant path)", 0, 0, NULL},
+	{"drafts", 0, TF_OPT_STR, &drafts_arg, "N|off", "TF_DRAFTS", "7", "the most speculative drafts a decode row verifies (prompt lookup, then the pack's DSpark blocks; depth from measured costs), 1..7, or off (the cuda engine drafts only with --batch-invariant)", 0, 0, NULL},
 	{"prefix-cache", 0, TF_OPT_INT, &prefix_cache, "N", "TF_PREFIX_CACHE", "16", "prompt prefixes the cpu engine keeps for reuse (0: no prompt cache)", 0, 65536, NULL},
 	{"api-key", 'k', TF_OPT_STR, &api_key, "KEYS", "TF_API_KEY", NULL, "API keys, comma-separated (Bearer or x-api-key)", 0, 0, NULL},
 	{"api-key-file", 0, TF_OPT_STR, &api_key_file, "FILE", "TF_API_KEY_FILE", NULL, "file of API keys, one a line", 0, 0, NULL},
@@ -460,14 +460,21 @@ int main(int argc, char **argv)
 		tf_usage_error("a PACK or PREPARED folder is needed (or --engine stub)");
 	if (once && check)
 		tf_usage_error("--once and --check do not go together");
-	/* The cuda engine drafts only when asked or on the batch-invariant
-	 * path: off it, a drafted row's logits (and so its logprobs, and
-	 * tokens at near-ties) can differ from the plain row's. */
-	bool drafts_asked = false;
-	for (size_t k = 0; k < TF_NOPTS(opts); k++)
-		if (!strcmp(opts[k].name, "drafts"))
-			drafts_asked = tf_cli_given(k) || (getenv("TF_DRAFTS") && *getenv("TF_DRAFTS"));
-	uint32_t drafts = cuda && !invariant && !drafts_asked ? 0 : parse_drafts(drafts_arg);
+	/* The cuda engine drafts only on the batch-invariant path, by default
+	 * there: off it, a drafted row's logits (and so its logprobs, and
+	 * tokens at near-ties) can differ from the plain row's, and a drafted
+	 * reply must equal the plain one. */
+	uint32_t drafts = parse_drafts(drafts_arg);
+	if (cuda && !invariant && drafts) {
+		bool asked = false;
+		for (size_t k = 0; k < TF_NOPTS(opts); k++)
+			if (!strcmp(opts[k].name, "drafts"))
+				asked = tf_cli_given(k) || (getenv("TF_DRAFTS") && *getenv("TF_DRAFTS"));
+		if (asked)
+			tf_usage_error("--drafts %s on the cuda engine needs --batch-invariant: off that "
+				       "path a drafted reply can differ from the plain one", drafts_arg);
+		drafts = 0;
+	}
 	if (pack && !tf_file_exists(pack))
 		tf_die(66, "cannot open '%s': %s", pack, strerror(ENOENT));
 	if (path[0] != '/')

@@ -5,7 +5,8 @@
 // alone and batched with undrafted requests, through both SDKs; the tf
 // block and /metrics count drafts. Random weights accept few drafts (prompt
 // lookup accepts where the model repeats itself): the tests check identity,
-// and print the acceptance they saw.
+// and print the acceptance they saw. With TF_ENGINE=cuda the servers run
+// tf-serve --engine cuda --batch-invariant, the only path it drafts on.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -13,15 +14,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { start, metric, modelArgs } from './lib.mjs';
+import { start, metric, modelArgs, engine } from './lib.mjs';
 
+const invariant = engine === 'cuda' ? ['--batch-invariant'] : [];
 let srv, oa, an, dir;
 before(async () => {
   dir = fs.mkdtempSync('/tmp/tf-draft-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '-q', '-o', path.join(dir, 'tiny')]);
   // every row drafts as deep as its proposer goes: the verify path runs
   // on each row, whatever the measured costs would say
-  srv = await start([...modelArgs(), '--model', 'tiny', '--drafts', '7', path.join(dir, 'tiny')],
+  srv = await start([...modelArgs(), ...invariant, '--model', 'tiny', '--drafts', '7', path.join(dir, 'tiny')],
     { TF_DRAFT_DEPTH: 'fixed' });
   oa = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
   an = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
@@ -139,7 +141,7 @@ test('/metrics counts drafts under tf_ and vLLM names', async () => {
 test('a chain pack accepts drafts, and drafted == plain', async () => {
   const cdir = fs.mkdtempSync('/tmp/tf-chain-');
   execFileSync(path.join(process.env.TF_BIN, 'tf-pack-synth'), ['-p', 'tiny', '--seed', '3', '--chain', '-q', '-o', path.join(cdir, 'tiny')]);
-  const cs = await start([...modelArgs(), '--model', 'tiny', '--drafts', '7', path.join(cdir, 'tiny')],
+  const cs = await start([...modelArgs(), ...invariant, '--model', 'tiny', '--drafts', '7', path.join(cdir, 'tiny')],
     { TF_DRAFT_DEPTH: 'fixed' });
   try {
     const co = new OpenAI({ baseURL: cs.url + '/v1', apiKey: 'x', maxRetries: 0 });
