@@ -198,14 +198,17 @@ static tf_status index_select(struct tf_fwd *f, uint32_t L, const struct tf_tens
 
 /* §8: the rows attend to their selected pool rows, then their window rows
  * (as vLLM orders them), all sequences in one attention call over one key
- * table. A sequence's part of the table holds every pool row of the
- * sequence when that is no more than its rows' selections, else each row's
- * selections in rows of their own (looked up through the page table on the
- * backend); then its window rows. */
+ * table: every sequence's pool part, then every sequence's window part. A
+ * sequence's pool part holds every pool row of the sequence when that is
+ * no more than its rows' selections ("direct"), else each row's
+ * selections in rows of their own (looked up through the page table on
+ * the backend). The direct pool parts are read in one cache read, the
+ * window parts in another. */
 
 /* One segment's part of the call's key table and lists. */
 struct keys_part {
 	int64_t nJ, nwin, N, room; /* pool rows, window rows, visible pool rows, key room */
+	int64_t pbase, wbase;      /* its pool and window parts' first table rows */
 	int src, direct, pooled;
 };
 
@@ -227,36 +230,50 @@ static void keys_plan(const struct tf_fwd *f, uint32_t L, const struct segment *
 	kp->room = (kp->pooled ? s->n * k : 0) + s->n * win;
 }
 
-/* Segment s's table rows from tbase (tab [.., hd] f32) and its key lists:
- * key_off rows row0 .. row0 + n of off [R + 1, 1], its keys in idx after
- * the earlier segments' (append). */
-static tf_status keys_fill(struct tf_fwd *f, uint32_t L, const struct segment *s,
-			   const struct keys_part *kp, struct tf_tensor *tab, int64_t tbase,
-			   struct tf_tensor *off, struct tf_tensor *idx, int append)
+/* The cache rows of every segment's window part (wrows, in table order
+ * from the first window row) and of the direct pool parts (prows, from
+ * table row 0; -1 for the rest, read as zeros and overwritten by the
+ * selected parts). */
+static tf_status keys_rows(struct tf_fwd *f, uint32_t L, const struct keys_part *kp,
+			   int32_t *prows, int32_t *wrows)
 {
-	const struct tf_config *c = f->c;
+	int64_t win = f->c->window, w0 = kp[0].wbase;
+	tf_status st = TF_OK;
+	for (int si = 0; si < f->nsegs && !st; si++) {
+		const struct segment *s = &f->segs[si];
+		int64_t wlo = s->pos0 - win + 1 < 0 ? 0 : s->pos0 - win + 1;
+		for (int64_t p = wlo; p < wlo + kp[si].nwin; p++)
+			wrows[kp[si].wbase - w0 + p - wlo] =
+				(int32_t)tf_kv_window_row(f->kv, s->seq, (int)L, p);
+		if (!prows || !kp[si].pooled)
+			continue;
+		int32_t *pr = prows + kp[si].pbase;
+		for (int64_t j = 0; j < kp[si].nJ && !st; j++)
+			if (!kp[si].direct || j >= kp[si].N)
+				pr[j] = -1;
+			else
+				st = tf_kv_pool_row(f->kv, s->seq, kp[si].src, j, 0, &pr[j]);
+	}
+	return st;
+}
+
+/* Segment s's selected pool part (not direct: its rows' selections through
+ * the page table) and its key lists: key_off rows row0 .. row0 + n of off
+ * [R + 1, 1], its keys in idx after the earlier segments' (append). */
+static tf_status keys_fill(struct tf_fwd *f, uint32_t L, const struct segment *s,
+			   const struct keys_part *kp, struct tf_tensor *tab, struct tf_tensor *off,
+			   struct tf_tensor *idx, int append)
+{
 	struct tf_be *be = f->be;
 	struct tf_kv_store *kvs = tf_kv_store(f->kv);
-	int64_t win = c->window, k = c->index_topk;
-	int64_t wlo = s->pos0 - win + 1 < 0 ? 0 : s->pos0 - win + 1;
+	int64_t win = f->c->window, k = f->c->index_topk;
 	int mark = f->ntmp;
-	int32_t *rows = NULL, *wrows = fwd_i32s(kp->nwin);
 	struct tf_tensor *phys;
-	tf_status st = wrows ? TF_OK : fwd_nomem();
-	for (int64_t p = wlo; p < wlo + kp->nwin && !st; p++)
-		wrows[p - wlo] = (int32_t)tf_kv_window_row(f->kv, s->seq, (int)L, p);
-	if (st)
-		goto out;
+	tf_status st = TF_OK;
 	struct tf_tensor sel = tf_tensor_rows_of(f->sel, s->row0, s->n);
 	struct tf_tensor ns = tf_tensor_rows_of(f->n_sel, s->row0, s->n);
-	struct tf_tensor pool_part = tf_tensor_rows_of(tab, tbase, kp->nJ);
-	struct tf_tensor win_part = tf_tensor_rows_of(tab, tbase + kp->nJ, kp->nwin);
-	if (kp->pooled && kp->direct) {
-		if ((st = pool_rows(f, s->seq, kp->src, kp->N, kp->nJ, &rows)) ||
-		    (kp->N && (st = fwd_cache_get(f, &kvs->pool_row, &kvs->pool[kp->src], rows, kp->nJ,
-						  &pool_part))))
-			goto out;
-	} else if (kp->pooled) {
+	if (kp->pooled && !kp->direct) {
+		struct tf_tensor pool_part = tf_tensor_rows_of(tab, kp->pbase, kp->nJ);
 		struct tf_tensor pt = tf_kv_page_table(f->kv, s->seq);
 		struct tf_tensor lsel = tf_tensor_view(&sel, 1, s->n * k);
 		if ((st = fwd_tmp(f, &phys, TF_DT_I32, 1, s->n * k, 1, 1)) ||
@@ -266,19 +283,15 @@ static tf_status keys_fill(struct tf_fwd *f, uint32_t L, const struct segment *s
 	}
 	/* Once a segment's first row sees a full window (pos0 >= win - 1), its
 	 * key lists no longer depend on pos0: every row's window is win rows
-	 * at table rows nJ + i .. nJ + i + win - 1. Passing win - 1 then makes
-	 * the same keys and the same kernel arguments at every decode step,
-	 * so a step's work repeats (ops->graph). */
+	 * at table rows wbase + i .. wbase + i + win - 1. Passing win - 1 then
+	 * makes the same keys and the same kernel arguments at every decode
+	 * step, so a step's work repeats (ops->graph). */
 	int64_t p0 = s->pos0 < win - 1 ? s->pos0 : win - 1;
 	struct tf_tensor off_s = tf_tensor_rows_of(off, s->row0, s->n + 1);
-	if ((st = fwd_cache_get(f, &kvs->win, &kvs->ring, wrows, kp->nwin, &win_part)))
-		goto out;
-	st = be->ops->attn_keys(be, kp->pooled ? &sel : NULL, &ns, kp->direct, p0, (int)win, tbase,
-				tbase + kp->nJ, append, &off_s, idx);
+	st = be->ops->attn_keys(be, kp->pooled ? &sel : NULL, &ns, kp->direct, p0, (int)win,
+				kp->pbase, kp->wbase, append, &off_s, idx);
 out:
 	fwd_release(f, mark);
-	free(rows);
-	free(wrows);
 	return st;
 }
 
@@ -288,31 +301,48 @@ static tf_status attend(struct tf_fwd *f, uint32_t L, const struct tf_tensor *q,
 {
 	const struct tf_config *c = f->c;
 	struct tf_be *be = f->be;
-	int64_t hd = c->head_dim, trows = 0, keys = 0;
-	int mark = f->ntmp;
+	struct tf_kv_store *kvs = tf_kv_store(f->kv);
+	int64_t hd = c->head_dim, prows_n = 0, wrows_n = 0, keys = 0;
+	int mark = f->ntmp, direct = 0;
 	struct keys_part *kp = calloc((size_t)f->nsegs, sizeof *kp);
+	int32_t *prows = NULL, *wrows = NULL;
 	struct tf_tensor *tab, *off, *idx;
 	tf_status st = kp ? TF_OK : fwd_nomem();
 	for (int si = 0; si < f->nsegs && !st; si++) {
 		keys_plan(f, L, &f->segs[si], &kp[si]);
-		trows += kp[si].nJ + kp[si].nwin;
+		kp[si].pbase = prows_n;
+		prows_n += kp[si].nJ;
+		wrows_n += kp[si].nwin;
 		keys += kp[si].room;
+		direct |= kp[si].pooled && kp[si].direct && kp[si].N;
 	}
-	if (st || (st = fwd_tmp(f, &tab, TF_DT_F32, 2, trows, hd, 1)) ||
+	for (int si = 0, w = 0; si < f->nsegs && !st; w += (int)kp[si].nwin, si++)
+		kp[si].wbase = prows_n + w;
+	if (st || !(wrows = fwd_i32s(wrows_n)) || (direct && !(prows = fwd_i32s(prows_n)))) {
+		st = st ? st : fwd_nomem();
+		goto out;
+	}
+	if ((st = keys_rows(f, L, kp, prows, wrows)) ||
+	    (st = fwd_tmp(f, &tab, TF_DT_F32, 2, prows_n + wrows_n, hd, 1)) ||
 	    (st = fwd_tmp(f, &off, TF_DT_I32, 2, f->R + 1, 1, 1)) ||
 	    (st = fwd_tmp(f, &idx, TF_DT_I32, 1, keys, 1, 1)))
 		goto out;
-	int64_t tbase = 0;
-	for (int si = 0; si < f->nsegs && !st; si++) {
-		st = keys_fill(f, L, &f->segs[si], &kp[si], tab, tbase, off, idx, si > 0);
-		tbase += kp[si].nJ + kp[si].nwin;
-	}
+	struct tf_tensor pool_part = tf_tensor_rows_of(tab, 0, prows_n);
+	struct tf_tensor win_part = tf_tensor_rows_of(tab, prows_n, wrows_n);
+	if ((direct && (st = fwd_cache_get(f, &kvs->pool_row, &kvs->pool[kp[0].src], prows, prows_n,
+					   &pool_part))) ||
+	    (st = fwd_cache_get(f, &kvs->win, &kvs->ring, wrows, wrows_n, &win_part)))
+		goto out;
+	for (int si = 0; si < f->nsegs && !st; si++)
+		st = keys_fill(f, L, &f->segs[si], &kp[si], tab, off, idx, si > 0);
 	struct tf_tensor off1 = tf_tensor_view(off, 1, (int64_t)f->R + 1);
 	if (!st)
 		st = be->ops->attention(be, q, tab, &off1, idx, &f->w->layers[L].sink, out);
 out:
 	fwd_release(f, mark);
 	free(kp);
+	free(prows);
+	free(wrows);
 	return st;
 }
 
