@@ -430,10 +430,12 @@ static tf_status experts_run(struct tf_be *be, const struct tf_cu_exl3_experts *
 {
 	struct cuda_be *c = cuda_of(be);
 	/* Split-K wants ntasks * rows_max * N sums and ntasks * N/128
-	 * counters; a grid of four blocks an SM without it is never split
-	 * (the invariant path needs none). */
+	 * counters; a grid of four blocks an SM (times the launch's waves,
+	 * tf_cu_exl3_experts_waves) without it is never split (the invariant
+	 * path needs none). */
 	uint64_t want = ((uint64_t)ntasks * rows_max * E->n + 15) / 16;
-	if (want > EXPERTS_WS_MAX || (uint64_t)ntasks * (E->n / 128) >= 4 * (uint64_t)c->dev.sms)
+	uint64_t fill = 4 * (uint64_t)c->dev.sms * (c->invariant ? 1 : tf_cu_exl3_experts_waves());
+	if (want > EXPERTS_WS_MAX || (uint64_t)ntasks * (E->n / 128) >= fill)
 		want = E->n;
 	const struct tf_cu_exl3_ws *ws;
 	tf_status st = cuda_exl3_ws(c, want > E->n ? (uint32_t)want : E->n, &ws);
