@@ -47,7 +47,7 @@ enum {
 	V_NO_SPREAD = 8,   /* v10 grids are not spread over the SMs */
 	V_PDL_ALL = 16,    /* every launch is a programmatic dependent launch */
 	V_PDL_NONE = 32,   /* none is (the tuned path: the v10 launches only) */
-	V_WAVES2 = 64,     /* experts launches aim at two waves of blocks, not one */
+	V_WAVES1 = 64,     /* experts launches aim at one wave of blocks (tuned: two) */
 	V_WAVES4 = 128,    /* ... at four */
 };
 static const struct {
@@ -56,7 +56,7 @@ static const struct {
 } variant_words[] = {
 	{"no-v10", V_NO_V10}, {"no-v7", V_NO_V7}, {"no-cluster", V_NO_CLUSTER},
 	{"no-spread", V_NO_SPREAD}, {"pdl-all", V_PDL_ALL}, {"pdl-none", V_PDL_NONE},
-	{"experts-waves2", V_WAVES2}, {"experts-waves4", V_WAVES4},
+	{"experts-waves1", V_WAVES1}, {"experts-waves4", V_WAVES4},
 };
 static int variant = -1;
 static bool nonportable[9][3][9]; /* the kernel may take clusters of 16 */
@@ -71,7 +71,7 @@ static tf_status variant_parse(const char *spec, const char *what, int *out)
 		size_t n = strcspn(p, ",");
 		if (n == 0 || n >= sizeof word) {
 			return tf_err(TF_ERR_ARG, "%s: '%s' is not a comma list of no-v10, no-v7, "
-				      "no-cluster, no-spread, pdl-all, pdl-none, experts-waves2, "
+				      "no-cluster, no-spread, pdl-all, pdl-none, experts-waves1, "
 				      "experts-waves4 or tuned", what, spec);
 		}
 		memcpy(word, p, n);
@@ -83,14 +83,14 @@ static tf_status variant_parse(const char *spec, const char *what, int *out)
 			bits |= variant_words[i].bit;
 		else if (strcmp(word, "tuned"))
 			return tf_err(TF_ERR_ARG, "%s: unknown word '%s' (no-v10, no-v7, no-cluster, "
-				      "no-spread, pdl-all, pdl-none, experts-waves2, experts-waves4 "
+				      "no-spread, pdl-all, pdl-none, experts-waves1, experts-waves4 "
 				      "or tuned)", what, word);
 		p += n + (p[n] == ',');
 	}
 	if ((bits & V_PDL_ALL) && (bits & V_PDL_NONE))
 		return tf_err(TF_ERR_ARG, "%s: pdl-all and pdl-none together", what);
-	if ((bits & V_WAVES2) && (bits & V_WAVES4))
-		return tf_err(TF_ERR_ARG, "%s: experts-waves2 and experts-waves4 together", what);
+	if ((bits & V_WAVES1) && (bits & V_WAVES4))
+		return tf_err(TF_ERR_ARG, "%s: experts-waves1 and experts-waves4 together", what);
 	*out = bits;
 	return TF_OK;
 }
@@ -529,8 +529,8 @@ unsigned tf_cu_exl3_experts_waves(void)
 {
 	int bits;
 	if (variant_get(&bits))
-		return 1;
-	return bits & V_WAVES4 ? 4 : bits & V_WAVES2 ? 2 : 1;
+		return 2;
+	return bits & V_WAVES4 ? 4 : bits & V_WAVES1 ? 1 : 2;
 }
 
 tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks, uint32_t ntasks,

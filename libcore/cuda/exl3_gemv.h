@@ -176,9 +176,10 @@ uint32_t tf_cu_exl3_route(const int32_t *sel, uint32_t rows, uint32_t topk, uint
  * in a cluster in rank order, as tf_cu_exl3_gemv's invariant path. */
 #define TF_CU_EXL3_INVARIANT_TASKS 8
 /* The waves of blocks an experts launch off the batch-invariant path aims
- * at: 1, or 2 and 4 under the variants experts-waves2 and experts-waves4
- * (tf_cu_exl3_variant). The launch splits K into more slices to fill them,
- * where the workspace holds their sums. */
+ * at: 2 (measured 6-14% faster decode steps than 1 at 1 to 64 rows on the
+ * H200, BENCHMARKS.md), or 1 and 4 under the variants experts-waves1 and
+ * experts-waves4 (tf_cu_exl3_variant). The launch splits K into more
+ * slices to fill them, where the workspace holds their sums. */
 unsigned tf_cu_exl3_experts_waves(void);
 tf_status tf_cu_exl3_experts(const struct tf_cu_exl3_experts *E, tf_cu_ptr tasks, uint32_t ntasks,
                              uint32_t rows_max, tf_cu_ptr xrow, tf_cu_ptr x, tf_cu_ptr y,

@@ -448,13 +448,13 @@ START_TEST(exl3_variant)
 	ck_assert_ptr_nonnull(strstr(tf_errmsg(st), "'bogus'"));
 	ck_assert_int_eq(tf_cu_exl3_variant("pdl-all,pdl-none"), TF_ERR_ARG);
 	ck_assert_int_eq(tf_cu_exl3_variant("no-v10,,no-v7"), TF_ERR_ARG);
-	ck_assert_int_eq(tf_cu_exl3_variant("experts-waves2"), TF_OK);
-	ck_assert_uint_eq(tf_cu_exl3_experts_waves(), 2);
+	ck_assert_int_eq(tf_cu_exl3_variant("experts-waves1"), TF_OK);
+	ck_assert_uint_eq(tf_cu_exl3_experts_waves(), 1);
 	ck_assert_int_eq(tf_cu_exl3_variant("experts-waves4,no-v7"), TF_OK);
 	ck_assert_uint_eq(tf_cu_exl3_experts_waves(), 4);
-	ck_assert_int_eq(tf_cu_exl3_variant("experts-waves2,experts-waves4"), TF_ERR_ARG);
+	ck_assert_int_eq(tf_cu_exl3_variant("experts-waves1,experts-waves4"), TF_ERR_ARG);
 	ck_assert_int_eq(tf_cu_exl3_variant("tuned"), TF_OK);
-	ck_assert_uint_eq(tf_cu_exl3_experts_waves(), 1);
+	ck_assert_uint_eq(tf_cu_exl3_experts_waves(), 2);
 	setenv("TF_CUDA_EXL3_VARIANT", "no-v7", 1);
 	ck_assert_int_eq(tf_cu_exl3_variant(NULL), TF_OK);
 	setenv("TF_CUDA_EXL3_VARIANT", "v7", 1);
