@@ -106,6 +106,47 @@ static bool spare_room(struct cuda_be *c)
 	return true;
 }
 
+void cuda_spare_mark(struct cuda_be *c)
+{
+	c->nspare_mark = 0;
+	if (c->nspare > c->spare_mark_cap) {
+		if (tf_realloc_array(&c->spare_mark, c->nspare, sizeof *c->spare_mark))
+			return; /* no mark: reset keeps the list as it is */
+		c->spare_mark_cap = c->nspare;
+	}
+	memcpy(c->spare_mark, c->spare, c->nspare * sizeof *c->spare);
+	c->nspare_mark = c->nspare;
+}
+
+void cuda_spare_reset(struct cuda_be *c)
+{
+	if (!c->nspare_mark && !c->nspare)
+		return;
+	/* blocks the pass added: back to the arena (its work never ran) */
+	for (size_t i = 0; i < c->nspare; i++) {
+		size_t j = 0;
+		while (j < c->nspare_mark && c->spare_mark[j].p != c->spare[i].p)
+			j++;
+		if (j == c->nspare_mark)
+			tf_arena_dealloc(c->arena, c->spare[i].p);
+	}
+	/* the marked ones still spare, in their marked order */
+	size_t n = 0, bytes = 0;
+	for (size_t j = 0; j < c->nspare_mark; j++) {
+		size_t i = 0;
+		while (i < c->nspare && c->spare[i].p != c->spare_mark[j].p)
+			i++;
+		if (i < c->nspare) {
+			c->spare_mark[n++] = c->spare_mark[j];
+			bytes += c->spare_mark[j].n;
+		}
+	}
+	memcpy(c->spare, c->spare_mark, n * sizeof *c->spare);
+	c->nspare = n;
+	c->spare_bytes = bytes;
+	c->nspare_mark = 0;
+}
+
 /* Every spare block back to the arena: only when nothing queued can use
  * them (the stream is idle). */
 static void spare_drop(struct cuda_be *c)

@@ -97,6 +97,9 @@ struct cuda_be {
 	bool pending[CUDA_STAGE_CHUNKS];
 	struct cuda_spare *spare;
 	size_t nspare, spare_cap, spare_bytes;
+	/* the spare list as a dry pass found it (cuda_spare_mark) */
+	struct cuda_spare *spare_mark;
+	size_t nspare_mark, spare_mark_cap;
 	struct cuda_late *late;
 	size_t nlate, late_cap;
 	struct {
@@ -129,6 +132,14 @@ tf_status cuda_wait_idle(struct cuda_be *c);
 /* Free the late blocks now: only when nothing queued can use them (the
  * stream is idle, or they came from a pass that queued nothing). */
 void cuda_late_drop(struct cuda_be *c);
+/* The spare list at the start of a dry pass, and put back as it was after
+ * the pass is undone (blocks the pass added go back to the arena): the
+ * pass run again (the capture) then takes the same spares in the same
+ * order as the dry pass did, so its addresses match (two spares of one
+ * size swapped made every 64-row step's capture decline on the H200).
+ * What cannot be put back (a marked block gone) is skipped. */
+void cuda_spare_mark(struct cuda_be *c);
+void cuda_spare_reset(struct cuda_be *c);
 
 /* Graphed calls (cuda_graph.c): the graph op, set-up at tf_cuda_be_new
  * ($TF_CUDA_GRAPHS; the recorder attached to the stream) and release;

@@ -218,6 +218,7 @@ static tf_status graph_body(void *arg, void *stream)
 	if (p->passes++) {
 		p->w->undo(p->w->arg);
 		cuda_late_drop(c);
+		cuda_spare_reset(c);
 	}
 	c->g.rec.n = p->before;
 	if (!c->g.capturing)
@@ -256,6 +257,7 @@ static tf_status dry(struct cuda_be *c, const struct tf_be_work *w, struct cuda_
 	g->mode = CUDA_DRY;
 	g->in_fill = 0;
 	g->in_want = 0;
+	cuda_spare_mark(c);
 	tf_cu_rec_begin(&g->rec, true);
 	tf_status st = w->run(w->arg);
 	bool unknown = g->rec.unknown;
@@ -267,6 +269,7 @@ static tf_status dry(struct cuda_be *c, const struct tf_be_work *w, struct cuda_
 	if (st) {
 		w->undo(w->arg);
 		cuda_late_drop(c);
+		cuda_spare_reset(c);
 		g->rec.n = p->before;
 	}
 	return st;
@@ -277,6 +280,7 @@ static void undo_dry(struct cuda_be *c, const struct tf_be_work *w, const struct
 {
 	w->undo(w->arg);
 	cuda_late_drop(c);
+	cuda_spare_reset(c);
 	c->g.rec.n = p->before;
 }
 
