@@ -1237,10 +1237,13 @@ static void cases_rows(void)
 
 /* ---- sampling ---- */
 
-static void case_sample(int64_t R, int64_t V)
+/* Rows of every kind of rule; big > 0 gives the top_k rows top_k big, so
+ * that the device's candidate lists take its other paths (kernels/sample.cu:
+ * a merge over more than 8192, chunks taken whole). */
+static void case_sample(int64_t R, int64_t V, int big)
 {
-	if (!begin("sample", "logits [%lld, %lld], greedy, temperature, top_k, top_p, min_p",
-		   (long long)R, (long long)V))
+	if (!begin("sample", "logits [%lld, %lld], greedy, temperature, top_k%s%.0d, top_p, min_p",
+		   (long long)R, (long long)V, big ? " " : "", big))
 		return;
 	float *l = hnew((size_t)(R * V) * 4);
 	for (int64_t i = 0; i < R * V; i++)
@@ -1259,6 +1262,8 @@ static void case_sample(int64_t R, int64_t V)
 	};
 	for (int64_t r = 0; r < R; r++) {
 		p[r] = kinds[r % 8];
+		if (big && r % 8 == 2)
+			p[r].top_k = big;
 		p[r].seed = tf_rng_u64(&rng) >> 1;
 		pos[r] = (int64_t)tf_rng_below(&rng, 1 << 20);
 		if (r % 8 == 7) {
@@ -1381,10 +1386,14 @@ int main(int argc, char **argv)
 	cases_mhc();
 	cases_rows();
 	if (wanted("sample")) {
-		case_sample(8, 512);
+		case_sample(8, 512, 0);
+		case_sample(8, 20003, 0); /* 3 chunks, the last not a multiple of 8 */
 		static const int64_t dec[] = {1, 4, 16, 64};
 		for (int i = 0; i < 4; i++)
-			case_sample(dec[i] < 8 ? 8 : dec[i], rc.vocab);
+			case_sample(dec[i] < 8 ? 8 : dec[i], rc.vocab, 0);
+		case_sample(8, rc.vocab, 600);   /* a list of 16 x 609 */
+		case_sample(8, rc.vocab, 7000);  /* the last chunk whole */
+		case_sample(8, rc.vocab, 10000); /* every chunk whole */
 	}
 	cases_refused();
 	printf("gpu_ops: %d cases, %d failed (%d unsupported on cuda), seed %llu: %s\n", n_cases,
