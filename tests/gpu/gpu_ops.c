@@ -503,11 +503,11 @@ static void cases_exl3(void)
  * has no keys (zeros out) and row 2 one. sub > 0: the CPU runs sub random
  * rows. */
 static void case_attention(const char *what, int64_t R, int64_t H, int64_t D, int64_t NK,
-			   int64_t keys, enum tf_dt kd, int64_t sub)
+			   int64_t keys, enum tf_dt qd, enum tf_dt kd, int64_t sub)
 {
-	if (!begin("attention", "%s q [%lld, %lld, %lld] keys %s [%lld] %lld a row%s", what,
-		   (long long)R, (long long)H, (long long)D, tf_dt_name(kd), (long long)NK,
-		   (long long)keys, sub ? " (CPU: a subset)" : ""))
+	if (!begin("attention", "%s q %s [%lld, %lld, %lld] keys %s [%lld] %lld a row%s", what,
+		   tf_dt_name(qd), (long long)R, (long long)H, (long long)D, tf_dt_name(kd),
+		   (long long)NK, (long long)keys, sub ? " (CPU: a subset)" : ""))
 		return;
 	int32_t *off = ivec(R + 1), *nk = ivec(R);
 	for (int64_t r = 0; r < R; r++) {
@@ -521,11 +521,12 @@ static void case_attention(const char *what, int64_t R, int64_t H, int64_t D, in
 	int32_t *idx = ivec(off[R]);
 	for (int64_t r = 0; r < R; r++)
 		pick(idx + off[r], nk[r], NK);
-	uint16_t *q = rnd(TF_DT_BF16, R * H * D, 3);
+	void *q = rnd(qd, R * H * D, 3);
+	const size_t qs = tf_dt_size(qd);
 	void *kh = rnd(kd, NK * D, 2);
 	float *sink = rnd(TF_DT_F32, H, 2);
 	if (!sub) {
-		struct pair *pq = pin(TF_DT_BF16, q, DIMS(R, H, D)), *pk = pin(kd, kh, DIMS(NK, D));
+		struct pair *pq = pin(qd, q, DIMS(R, H, D)), *pk = pin(kd, kh, DIMS(NK, D));
 		struct pair *po = pin(TF_DT_I32, off, DIMS(R + 1)), *pi = pin(TF_DT_I32, idx, DIMS(off[R]));
 		struct pair *ps = pin(TF_DT_F32, sink, DIMS(H)), *out = pout(TF_DT_F32, DIMS(R, H, D));
 		BOTH(attention, T(pq), T(pk), T(po), T(pi), T(ps), T(out));
@@ -536,21 +537,22 @@ static void case_attention(const char *what, int64_t R, int64_t H, int64_t D, in
 	/* the CPU's rows: q rows and key lists of the subset */
 	int32_t *rows = ivec(sub), *soff = ivec(sub + 1);
 	pick_sorted(rows, sub, R);
-	uint16_t *sq = hnew((size_t)(sub * H * D) * 2);
+	char *sq = hnew((size_t)(sub * H * D) * qs);
 	for (int64_t i = 0; i < sub; i++)
 		soff[i + 1] = soff[i] + nk[rows[i]];
 	int32_t *sidx = ivec(soff[sub] ? soff[sub] : 1);
 	for (int64_t i = 0; i < sub; i++) {
-		memcpy(sq + i * H * D, q + rows[i] * H * D, (size_t)(H * D) * 2);
+		memcpy(sq + (size_t)(i * H * D) * qs, (char *)q + (size_t)(rows[i] * H * D) * qs,
+		       (size_t)(H * D) * qs);
 		memcpy(sidx + soff[i], idx + off[rows[i]], (size_t)nk[rows[i]] * sizeof *sidx);
 	}
 	struct tf_tensor *gout = one(gpu, TF_DT_F32, NULL, DIMS(R, H, D));
 	struct tf_tensor *cout = one(cpu, TF_DT_F32, NULL, DIMS(sub, H, D));
-	note(0, CALL(cpu, attention, one(cpu, TF_DT_BF16, sq, DIMS(sub, H, D)),
+	note(0, CALL(cpu, attention, one(cpu, qd, sq, DIMS(sub, H, D)),
 		     one(cpu, kd, kh, DIMS(NK, D)), one(cpu, TF_DT_I32, soff, DIMS(sub + 1)),
 		     one(cpu, TF_DT_I32, sidx, DIMS(soff[sub])), one(cpu, TF_DT_F32, sink, DIMS(H)),
 		     cout));
-	note(1, CALL(gpu, attention, one(gpu, TF_DT_BF16, q, DIMS(R, H, D)),
+	note(1, CALL(gpu, attention, one(gpu, qd, q, DIMS(R, H, D)),
 		     one(gpu, kd, kh, DIMS(NK, D)), one(gpu, TF_DT_I32, off, DIMS(R + 1)),
 		     one(gpu, TF_DT_I32, idx, DIMS(off[R])), one(gpu, TF_DT_F32, sink, DIMS(H)), gout));
 	if (!cur.err)
@@ -737,14 +739,21 @@ static void cases_attn(void)
 	static const int64_t dec[] = {1, 4, 16, 64};
 	const int64_t H = rc.heads, HD = rc.head_dim, Hi = rc.index_heads, Di = rc.index_dim;
 	const int64_t keys = rc.window + rc.index_topk;
-	case_attention("tiny", 3, 2, 96, 40, 40, TF_DT_BF16, 0);
-	case_attention("tiny", 5, 2, 96, 40, 7, TF_DT_F32, 0);
+	const enum tf_dt bf = TF_DT_BF16, f32 = TF_DT_F32;
+	case_attention("tiny", 3, 2, 96, 40, 40, bf, bf, 0);
+	case_attention("tiny", 5, 2, 96, 40, 7, bf, f32, 0);
 	for (int c = 0; c < 2; c++) /* ctx 1K (pool 512) and 32K (pool 16K), + the window */
 		for (int i = 0; i < 4; i++)
 			case_attention(c ? "ctx 32K" : "ctx 1K", dec[i], H, HD,
-				       (c ? long_ctx / 2 : 512) + rc.window + dec[i], keys, TF_DT_BF16, 0);
-	case_attention("f32 keys", 4, H, HD, 1024, keys, TF_DT_F32, 0);
-	case_attention("prefill", prefill, H, HD, prefill / 2 + prefill, keys, TF_DT_BF16, 24);
+				       (c ? long_ctx / 2 : 512) + rc.window + dec[i], keys, bf, bf, 0);
+	case_attention("f32 keys", 4, H, HD, 1024, keys, bf, f32, 0);
+	/* the launcher's 4-head blocks (few rows, D > 256): f32 q and keys,
+	 * rows of 0 and 1 keys, a last group of 2 heads, a long room */
+	case_attention("4-head blocks", 1, H, HD, 1024, keys, f32, f32, 0);
+	case_attention("4-head blocks", 3, H, HD, 1024, keys, bf, bf, 0);
+	case_attention("4-head blocks", 2, 6, HD, 1024, keys, bf, f32, 0);
+	case_attention("4-head blocks", 1, H, HD, 4096, 2000, bf, bf, 0);
+	case_attention("prefill", prefill, H, HD, prefill / 2 + prefill, keys, bf, bf, 24);
 
 	case_compressor(1, 1, 96, TF_DT_F32, TF_DT_F32);
 	case_compressor(3, 2, 96, TF_DT_BF16, TF_DT_BF16);
