@@ -1203,6 +1203,10 @@ static void cases_rows(void)
 	const struct tf_rowfmt ikb = {TF_KV_BF16, (int)rc.index_dim, 0, 1};
 	const struct tf_rowfmt tiny8 = {TF_KV_FP8, 128, 32, 0}; /* a partial group of 32 */
 	const struct tf_rowfmt tiny4 = {TF_KV_FP4, 96, 32, 0};
+	/* past 512 values: cache_read's second chunk; 14 full fp8 groups and a
+	 * partial one, 15 FP4 steps of 32 bytes */
+	const struct tf_rowfmt wide8 = {TF_KV_FP8, 1000, 64, 0};
+	const struct tf_rowfmt wide4 = {TF_KV_FP4, 1000, 64, 0};
 	const int64_t rb = (int64_t)tf_rowfmt_bytes(&win);
 
 	case_fill_random(1, 1);
@@ -1212,6 +1216,8 @@ static void cases_rows(void)
 	case_rows_copy("tiny", TF_DT_BF16, 9, 20, 96, 9, 0, 1, 0);
 	case_rows_copy("tiny", TF_DT_I32, 9, 5, 3, 9, 0, 0, 0);
 	case_rows_copy("tiny", TF_DT_U8, 30, 30, 33, 10, 1, 1, 1);
+	case_rows_copy("one row", TF_DT_BF16, 1, 1, D, 1, 0, 0, 0); /* 640 threads of 16 bytes */
+	case_rows_copy("one row", TF_DT_BF16, 3, 2, D + 3, 1, 1, 1, 0); /* 2-byte units */
 	for (int i = 0; i < 4; i++) {
 		case_rows_copy("expert rows", TF_DT_BF16, dec[i], dec[i] * rc.topk, D,
 			       dec[i] * rc.topk, 1, 0, 0);
@@ -1222,7 +1228,7 @@ static void cases_rows(void)
 		       0, 1, 0);
 	case_rows_copy("in place", TF_DT_U8, 20000, 20000, rb, prefill, 1, 1, 1);
 
-	const struct tf_rowfmt *fmts[] = {&win, &fp4, &bf, &ik, &ikb, &tiny8, &tiny4};
+	const struct tf_rowfmt *fmts[] = {&win, &fp4, &bf, &ik, &ikb, &tiny8, &tiny4, &wide8, &wide4};
 	for (size_t f = 0; f < sizeof fmts / sizeof *fmts; f++) {
 		case_cache_write(fmts[f], f % 2 ? TF_DT_BF16 : TF_DT_F32, 16, 300);
 		case_cache_read(fmts[f], f % 2 ? TF_DT_F32 : TF_DT_BF16, 40, 300);
