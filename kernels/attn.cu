@@ -11,36 +11,47 @@
  * CPU calls expf on a value that is not small, exp runs in double (not
  * touched by fast math) and is rounded to float.
  *
- * tf_attn_mqa_<k>_e<E> (keys f32 or bf16; E = 4, 8, 16 elements a lane: D
- *   <= 32E): out [R, H, D] f32 from q [R, H, D] f32/bf16, keys [NK, D],
- *   key_off int32 [R + 1], key_idx int32, sink [H] f32 (ops.h attention):
- *   z = q.k * scale, M = max(z, sink), o = sum exp(z - M) k / (sum exp(z -
- *   M) + exp(sink - M)). A block of 8 warps owns one row and 8 heads (MQA:
- *   the heads of a row share its keys, so each key is read once for 8
- *   heads) and one of S splits of the row's key list. Per tile of 32 keys
- *   (their table rows staged in shared memory first):
- *   (1) warp w takes keys w, w + 8, ... two at a time (two keys' loads in
- *   flight): its lanes hold the 8 heads' q in
- *   registers (element lane + 32e of each, fp32), read the key once
- *   (coalesced) and sum the 8 dot products across lanes by a transposing
- *   butterfly (9 shuffles); (2) warp h rescales head h's online softmax
- *   (running max starts at the sink, so M = max(z, sink) as on the CPU);
- *   (3) each thread adds p k into its fp32 accumulators (8 heads, d = tid
- *   + 256i; the key read again, from L1). S = 1 divides by the denominator and writes out; S > 1 writes
+ * tf_attn_mqa_<k>_e<E>, tf_attn_mqa4_<k>_e16 (keys f32 or bf16; E = 4, 8,
+ *   16 elements a lane: D <= 32E): out [R, H, D] f32 from q [R, H, D]
+ *   f32/bf16, keys [NK, D], key_off int32 [R + 1], key_idx int32, sink [H]
+ *   f32 (ops.h attention): z = q.k * scale, M = max(z, sink), o = sum
+ *   exp(z - M) k / (sum exp(z - M) + exp(sink - M)). A block of HG warps
+ *   (HG = 8; 4 for tf_attn_mqa4_*) owns one row and HG heads (MQA: the
+ *   heads of a row share its keys, so each key is read once for HG heads)
+ *   and one of S splits of the row's key list. Per tile of 32 keys (their
+ *   table rows staged in shared memory first):
+ *   (1) warp w takes keys w, w + HG, ... two at a time (two keys' loads in
+ *   flight): its lanes hold the HG heads' q in registers (element lane +
+ *   32e of each, fp32), read the key once (coalesced) and sum the HG dot
+ *   products across lanes by a transposing butterfly, which adds the same
+ *   pairs of lanes for HG 4 and 8; (2) warp h rescales head h's online
+ *   softmax (running max starts at the sink, so M = max(z, sink) as on
+ *   the CPU); (3) each thread adds p k into its fp32 accumulators (HG
+ *   heads, d = tid + 32 HG i, in key order; the key read again, from L1).
+ *   So a head's result has the same bits at HG 4 and 8, and the launcher
+ *   may pick HG by the number of blocks (4 when fewer than 4 blocks of 8
+ *   an SM: 1-3 rows of the release) without breaking batch invariance.
+ *   S = 1 divides by the denominator and writes out; S > 1 writes
  *   (o, m, l) per split and tf_attn_mqa_merge combines them:
  *   M = max m_s, o = sum e^(m_s - M) o_s / (sum e^(m_s - M) l_s + e^(sink -
- *   M)). exp is __expf of arguments <= 0 (relative error ~1e-6 for the
- *   weights that matter); dot products and sums are fp32 in another order
- *   than the CPU's: measured on the H200 within 1.3e-6 of the output's
- *   largest magnitude (random q, keys, sinks; D 1..512). Launch: block
- *   256, grid (R * ceil(H / 8), S), static shared memory 1.3 KiB, 221
- *   registers (e16: one block an SM); D <= 512 (32E), any H (the last
- *   group masked), any number of keys; the merge takes S <= 64 (the
- *   launcher uses <= 16). Measured (64 heads, D 512, 1152 keys a row, f32
- *   keys): 1 row 32 us, 8 rows 116 us, 256 rows 3.8 ms (10 TFLOP/s: the
- *   fp32 SIMT bound is latency, one block an SM). Keys whose
- *   index is outside [0, NK) are skipped and key_off is clamped to
- *   [0, room] (the device cannot refuse them as the CPU does).
+ *   M)), the splits' (m, l) loaded at once and summed in split order by
+ *   one thread. exp is __expf of arguments <= 0 (relative error ~1e-6 for
+ *   the weights that matter); dot products and sums are fp32 in another
+ *   order than the CPU's: measured on the H200 within 1.3e-6 of the
+ *   output's largest magnitude (random q, keys, sinks; D 1..512). Launch:
+ *   block 32 HG, grid (R * ceil(H / HG), S), static shared memory 1.3 KiB
+ *   (HG 8) or 0.7 KiB (HG 4); ptxas: 227 registers at HG 8, e16 (one
+ *   block an SM), 152 at HG 4 (three blocks an SM); D <= 512 (32E), any H
+ *   (the last group masked), any number of keys; the merge takes S <= 64
+ *   (the launcher: one split per 32 keys of a row's room, at most 32).
+ *   Measured before the 4-head blocks and the 32-key splits (64 heads, D
+ *   512, 1152 keys a row, f32 keys, 8-head blocks, 16 splits at most): 1
+ *   row 32 us, 8 rows 116 us, 256 rows 3.8 ms (10 TFLOP/s: the fp32 SIMT
+ *   bound is latency, one block an SM). Prediction, not measured: 1 row of
+ *   640 keys (20 splits, 320 blocks of 4 heads, all resident) ~8-10 us plus
+ *   ~3 us of merge. Keys whose index is outside [0, NK) are skipped and
+ *   key_off is clamped to [0, room] (the device cannot refuse them as the
+ *   CPU does).
  * tf_attn_compressor: lat [E, W] f32/bf16 from u, g [E, r, W] f32 and w
  *   [W] f32/bf16/f16 (ops.h compressor): r = 2: m = max(g0, g1), e_i =
  *   expf(g_i - m) (double exp, rounded), v = e0/s u0 + e1/s u1; r = 1: v =
@@ -127,32 +138,37 @@ __device__ __forceinline__ float warp_sum(float v)
 
 /* ---- attention ---- */
 
-constexpr int MQA_HG = 8;       /* heads a block (= warps a block) */
 constexpr int MQA_TK = 32;      /* keys a tile (64 measured 20% slower) */
-constexpr int MQA_THREADS = 256;
 
-/* Sums p[0..7] over the warp: lane l ends with the sum of head
- * 4 b4 + 2 b3 + b2 (b = bits of l). Each step halves the values a lane
- * holds, keeping those of its half and adding the partner's. */
-__device__ __forceinline__ float sum8(float p[8], int lane)
+/* log2 of HG (4 or 8). */
+template <int HG>
+__host__ __device__ constexpr int mqa_lg()
 {
-	bool hi = lane & 16;
+	return HG == 8 ? 3 : 2;
+}
+
+/* Sums p[0..HG-1] over the warp: lane l ends with the sum of head
+ * l >> (5 - log2 HG) (HG 8: 4 b4 + 2 b3 + b2, b = bits of l). Each step
+ * halves the values a lane holds, keeping those of its half and adding the
+ * partner's; then plain butterflies. Every level adds the same pairs of
+ * lanes' values as a butterfly of one value would (a + b = b + a), so a
+ * head's sum has the same bits for HG 4 and 8. */
+template <int HG>
+__device__ __forceinline__ float sumhg(float (&p)[HG], int lane)
+{
 #pragma unroll
-	for (int i = 0; i < 4; i++) {
-		float send = hi ? p[i] : p[i + 4], keep = hi ? p[i + 4] : p[i];
-		p[i] = keep + __shfl_xor_sync(FULL, send, 16);
-	}
-	hi = lane & 8;
+	for (int o = 16, n = HG; n > 1; o >>= 1, n >>= 1) {
+		bool hi = lane & o;
 #pragma unroll
-	for (int i = 0; i < 2; i++) {
-		float send = hi ? p[i] : p[i + 2], keep = hi ? p[i + 2] : p[i];
-		p[i] = keep + __shfl_xor_sync(FULL, send, 8);
+		for (int i = 0; i < n / 2; i++) {
+			float send = hi ? p[i] : p[i + n / 2], keep = hi ? p[i + n / 2] : p[i];
+			p[i] = keep + __shfl_xor_sync(FULL, send, o);
+		}
 	}
-	hi = lane & 4;
-	float send = hi ? p[0] : p[1], v = hi ? p[1] : p[0];
-	v += __shfl_xor_sync(FULL, send, 4);
-	v += __shfl_xor_sync(FULL, v, 2);
-	v += __shfl_xor_sync(FULL, v, 1);
+	float v = p[0];
+#pragma unroll
+	for (int o = 16 >> mqa_lg<HG>(); o; o >>= 1)
+		v += __shfl_xor_sync(FULL, v, o);
 	return v;
 }
 
@@ -181,67 +197,81 @@ __device__ __forceinline__ void mqa_key(const mqa_args &a, int ki, int lane, flo
 	}
 }
 
-/* The 8 heads' scores of one key into sc[t] (-inf for a skipped key). */
-template <int E>
-__device__ __forceinline__ void mqa_score(const mqa_args &a, const float (&qr)[MQA_HG][E],
+/* The HG heads' scores of one key into sc[t] (-inf for a skipped key). */
+template <int E, int HG>
+__device__ __forceinline__ void mqa_score(const mqa_args &a, const float (&qr)[HG][E],
 					  const float (&kv)[E], int ki, int lane, float *sc)
 {
-	float p[MQA_HG];
+	float p[HG];
 #pragma unroll
-	for (int h = 0; h < MQA_HG; h++) {
+	for (int h = 0; h < HG; h++) {
 		float s = 0;
 #pragma unroll
 		for (int e = 0; e < E; e++)
 			s = fmaf(qr[h][e], kv[e], s);
 		p[h] = s;
 	}
-	float z = sum8(p, lane);
-	if ((lane & 3) == 0)
-		sc[(lane >> 4 & 1) * 4 + (lane >> 3 & 1) * 2 + (lane >> 2 & 1)] =
-			ki >= 0 ? z * a.scale : -INFINITY;
+	float z = sumhg<HG>(p, lane);
+	constexpr int sh = 5 - mqa_lg<HG>();
+	if ((lane & ((1 << sh) - 1)) == 0)
+		sc[lane >> sh] = ki >= 0 ? z * a.scale : -INFINITY;
 }
 
 /* Phase 1 of a tile: sc[t][h] = q_h.k_t scale for the tile's keys kid[t]
- * (-1: skipped). Warp w takes keys w + 8j, two at a time so that two
+ * (-1: skipped). Warp w takes keys w + HG j, two at a time so that two
  * keys' loads are in flight. */
-template <typename KT, int E>
-__device__ __forceinline__ void mqa_scores(const mqa_args &a, const float (&qr)[MQA_HG][E],
-					   float (*sc)[MQA_HG], const int *kid)
+template <typename KT, int E, int HG>
+__device__ __forceinline__ void mqa_scores(const mqa_args &a, const float (&qr)[HG][E],
+					   float (*sc)[HG], const int *kid)
 {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	constexpr int W = MQA_THREADS / 32;
+	constexpr int W = HG; /* warps a block */
 	for (int t = warp; t < MQA_TK; t += 2 * W) {
 		int k0 = kid[t], k1 = kid[t + W];
 		float kv0[E], kv1[E];
 		mqa_key<KT, E>(a, k0, lane, kv0);
 		mqa_key<KT, E>(a, k1, lane, kv1);
-		mqa_score<E>(a, qr, kv0, k0, lane, sc[t]);
-		mqa_score<E>(a, qr, kv1, k1, lane, sc[t + W]);
+		mqa_score<E, HG>(a, qr, kv0, k0, lane, sc[t]);
+		mqa_score<E, HG>(a, qr, kv1, k1, lane, sc[t + W]);
 	}
 }
 
-template <typename KT, int E>
-__device__ __forceinline__ void mqa_body(const mqa_args &a)
+/* q's HG heads of this block into registers, element lane + 32e of each
+ * (zeros past D and past the last head); one branch on the dtype, so that
+ * every load is issued before the first is used. */
+template <typename QT, int E, int HG>
+__device__ __forceinline__ void mqa_q(const mqa_args &a, int64_t r, int h0, int hn, int lane,
+				      float (&qr)[HG][E])
 {
-	constexpr int NA = (32 * E + MQA_THREADS - 1) / MQA_THREADS; /* d's a thread */
-	__shared__ __align__(16) float sc[MQA_TK][MQA_HG];
-	__shared__ int kid[MQA_TK];
-	__shared__ float alpha[MQA_HG], ml[MQA_HG][2];
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tid = threadIdx.x;
-	const int groups = (a.H + MQA_HG - 1) / MQA_HG;
-	const int64_t r = blockIdx.x / groups;
-	const int h0 = (int)(blockIdx.x % groups) * MQA_HG, s = blockIdx.y;
-	const int hn = min(MQA_HG, a.H - h0);
-
-	float qr[MQA_HG][E];
+	const QT *q = (const QT *)a.q + (r * a.H + h0) * a.D;
 #pragma unroll
-	for (int h = 0; h < MQA_HG; h++)
+	for (int h = 0; h < HG; h++)
 #pragma unroll
 		for (int e = 0; e < E; e++) {
 			int d = lane + 32 * e;
-			qr[h][e] = h < hn && d < a.D
-				? load(a.q, a.q_dt, ((r * a.H) + h0 + h) * a.D + d) : 0.0f;
+			qr[h][e] = h < hn && d < a.D ? ld(q, (int64_t)h * a.D + d) : 0.0f;
 		}
+}
+
+template <typename KT, int E, int HG>
+__device__ __forceinline__ void mqa_body(const mqa_args &a)
+{
+	constexpr int THREADS = 32 * HG;
+	constexpr int NA = (32 * E + THREADS - 1) / THREADS; /* d's a thread */
+	__shared__ __align__(16) float sc[MQA_TK][HG];
+	__shared__ int kid[MQA_TK];
+	__shared__ float alpha[HG], ml[HG][2];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tid = threadIdx.x;
+	const int groups = (a.H + HG - 1) / HG;
+	const int64_t r = blockIdx.x / groups;
+	const int h0 = (int)(blockIdx.x % groups) * HG, s = blockIdx.y;
+	const int hn = min(HG, a.H - h0);
+
+	float qr[HG][E];
+	if (a.q_dt == DT_F32)
+		mqa_q<float, E, HG>(a, r, h0, hn, lane, qr);
+	else
+		mqa_q<__nv_bfloat16, E, HG>(a, r, h0, hn, lane, qr);
 	/* This split's keys: the row's list cut in S near-equal parts. */
 	int64_t k0 = min(max((int64_t)a.off[r], (int64_t)0), a.room);
 	int64_t k1 = min(max((int64_t)a.off[r + 1], k0), a.room);
@@ -249,11 +279,11 @@ __device__ __forceinline__ void mqa_body(const mqa_args &a)
 	int64_t kb = min(k1, k0 + s * per), ke = min(k1, kb + per);
 
 	float m = warp < hn ? a.sink[h0 + warp] : 0.0f, l = 0;
-	float acc[NA][MQA_HG];
+	float acc[NA][HG];
 #pragma unroll
 	for (int i = 0; i < NA; i++)
 #pragma unroll
-		for (int h = 0; h < MQA_HG; h++)
+		for (int h = 0; h < HG; h++)
 			acc[i][h] = 0;
 
 	for (int64_t t0 = kb; t0 < ke; t0 += MQA_TK) {
@@ -263,7 +293,7 @@ __device__ __forceinline__ void mqa_body(const mqa_args &a)
 			kid[tid] = ki >= 0 && ki < a.nk ? ki : -1;
 		}
 		__syncthreads();
-		mqa_scores<KT, E>(a, qr, sc, kid);
+		mqa_scores<KT, E, HG>(a, qr, sc, kid);
 		__syncthreads();
 		/* (2) warp h: the online softmax of head h over this tile. */
 		if (warp < hn) {
@@ -290,31 +320,31 @@ __device__ __forceinline__ void mqa_body(const mqa_args &a)
 				alpha[warp] = 0;
 		}
 		__syncthreads();
-		/* (3) acc = acc alpha + sum_t p_t k_t, thread's d = tid + 256i. */
+		/* (3) acc = acc alpha + sum_t p_t k_t, thread's d = tid + 32 HG i. */
 		const KT *keys = (const KT *)a.keys;
 #pragma unroll
 		for (int i = 0; i < NA; i++)
 #pragma unroll
-			for (int h = 0; h < MQA_HG; h++)
+			for (int h = 0; h < HG; h++)
 				acc[i][h] *= alpha[h];
 #pragma unroll 8
 		for (int t = 0; t < tn; t++) {
 			int ki = kid[t];
 			if (ki < 0)
 				continue;
-			float4 pa = *(const float4 *)&sc[t][0], pb = *(const float4 *)&sc[t][4];
+			float pr[HG];
+#pragma unroll
+			for (int h = 0; h < HG; h += 4) {
+				float4 pq = *(const float4 *)&sc[t][h];
+				pr[h] = pq.x, pr[h + 1] = pq.y, pr[h + 2] = pq.z, pr[h + 3] = pq.w;
+			}
 #pragma unroll
 			for (int i = 0; i < NA; i++) {
-				int d = tid + MQA_THREADS * i;
+				int d = tid + THREADS * i;
 				float kv = d < a.D ? ld(keys, (int64_t)ki * a.D + d) : 0.0f;
-				acc[i][0] = fmaf(pa.x, kv, acc[i][0]);
-				acc[i][1] = fmaf(pa.y, kv, acc[i][1]);
-				acc[i][2] = fmaf(pa.z, kv, acc[i][2]);
-				acc[i][3] = fmaf(pa.w, kv, acc[i][3]);
-				acc[i][4] = fmaf(pb.x, kv, acc[i][4]);
-				acc[i][5] = fmaf(pb.y, kv, acc[i][5]);
-				acc[i][6] = fmaf(pb.z, kv, acc[i][6]);
-				acc[i][7] = fmaf(pb.w, kv, acc[i][7]);
+#pragma unroll
+				for (int h = 0; h < HG; h++)
+					acc[i][h] = fmaf(pr[h], kv, acc[i][h]);
 			}
 		}
 		__syncthreads();
@@ -325,14 +355,14 @@ __device__ __forceinline__ void mqa_body(const mqa_args &a)
 	}
 	__syncthreads();
 #pragma unroll
-	for (int h = 0; h < MQA_HG; h++) {
+	for (int h = 0; h < HG; h++) {
 		if (h >= hn)
 			break;
 		int64_t rh = r * a.H + h0 + h;
 		float denom = a.S == 1 ? __fadd_rn(ml[h][1], __expf(a.sink[h0 + h] - ml[h][0])) : 1.0f;
 #pragma unroll
 		for (int i = 0; i < NA; i++) {
-			int d = tid + MQA_THREADS * i;
+			int d = tid + THREADS * i;
 			if (d >= a.D)
 				continue;
 			if (a.S == 1)
@@ -634,45 +664,54 @@ __device__ __forceinline__ void score_body(const score_args &a)
 
 /* ---- entry points ---- */
 
-#define TF_ATTN_MQA(NAME, KT, E)                                                          \
-	extern "C" __global__ void __launch_bounds__(tf_attn::MQA_THREADS, 1)            \
+#define TF_ATTN_MQA(NAME, KT, E, HG)                                                      \
+	extern "C" __global__ void __launch_bounds__(32 * HG, HG == 8 ? 1 : 3)           \
 	NAME(const void *q, int32_t q_dt, const void *keys, int64_t nk, const int32_t *off,  \
 	     const int32_t *idx, int64_t room, const float *sink, float *out, float *part,   \
 	     int32_t H, int32_t D, int32_t S, float scale)                                 \
 	{                                                                                  \
 		tf_attn::mqa_args a = {q, keys, off, idx, sink, out, part, nk, room,       \
 				       H, D, S, q_dt, scale};                              \
-		tf_attn::mqa_body<KT, E>(a);                                               \
+		tf_attn::mqa_body<KT, E, HG>(a);                                           \
 	}
-TF_ATTN_MQA(tf_attn_mqa_f32_e4, float, 4)
-TF_ATTN_MQA(tf_attn_mqa_f32_e8, float, 8)
-TF_ATTN_MQA(tf_attn_mqa_f32_e16, float, 16)
-TF_ATTN_MQA(tf_attn_mqa_bf16_e4, __nv_bfloat16, 4)
-TF_ATTN_MQA(tf_attn_mqa_bf16_e8, __nv_bfloat16, 8)
-TF_ATTN_MQA(tf_attn_mqa_bf16_e16, __nv_bfloat16, 16)
+TF_ATTN_MQA(tf_attn_mqa_f32_e4, float, 4, 8)
+TF_ATTN_MQA(tf_attn_mqa_f32_e8, float, 8, 8)
+TF_ATTN_MQA(tf_attn_mqa_f32_e16, float, 16, 8)
+TF_ATTN_MQA(tf_attn_mqa_bf16_e4, __nv_bfloat16, 4, 8)
+TF_ATTN_MQA(tf_attn_mqa_bf16_e8, __nv_bfloat16, 8, 8)
+TF_ATTN_MQA(tf_attn_mqa_bf16_e16, __nv_bfloat16, 16, 8)
+TF_ATTN_MQA(tf_attn_mqa4_f32_e16, float, 16, 4)
+TF_ATTN_MQA(tf_attn_mqa4_bf16_e16, __nv_bfloat16, 16, 4)
 
 /* The S splits of (row, head) blockIdx.x into out; block 128. */
 extern "C" __global__ void tf_attn_mqa_merge(const float *part, const float *sink, float *out,
 					    int32_t H, int32_t D, int32_t S)
 {
-	__shared__ float c[64];
+	__shared__ float c[64], ls[64];
 	__shared__ float inv;
 	const int64_t rh = blockIdx.x;
 	const float *p = part + rh * S * (D + 2);
+	/* every split's (m, l) loaded at once, then thread 0 in split order */
+	if (threadIdx.x < S) {
+		c[threadIdx.x] = p[threadIdx.x * (D + 2) + D];
+		ls[threadIdx.x] = p[threadIdx.x * (D + 2) + D + 1];
+	}
+	__syncthreads();
 	if (threadIdx.x == 0) {
 		float M = sink[rh % H];
 		for (int s = 0; s < S; s++)
-			M = fmaxf(M, p[s * (D + 2) + D]);
+			M = fmaxf(M, c[s]);
 		float den = 0;
 		for (int s = 0; s < S; s++) {
-			c[s] = __expf(p[s * (D + 2) + D] - M);
-			den = __fadd_rn(den, __fmul_rn(c[s], p[s * (D + 2) + D + 1]));
+			c[s] = __expf(c[s] - M);
+			den = __fadd_rn(den, __fmul_rn(c[s], ls[s]));
 		}
 		inv = __fadd_rn(den, __expf(sink[rh % H] - M));
 	}
 	__syncthreads();
 	for (int d = threadIdx.x; d < D; d += blockDim.x) {
 		float o = 0;
+#pragma unroll 8
 		for (int s = 0; s < S; s++)
 			o = fmaf(c[s], p[s * (D + 2) + d], o);
 		out[rh * D + d] = __fdiv_rn(o, inv);

@@ -5,12 +5,20 @@
  *
  * rows_copy: y row (yi ? yi[m] : m) = x row (xi ? xi[m] : m), bytes moved
  * in units of 16, 8, 4, 2 or 1 bytes (the largest that divides the row and
- * both base addresses); `tpr` threads (a power of two, 1..32) share a row,
- * so short rows pack several to a warp. A move with an index < 0 or past
- * its tensor's rows is skipped.
+ * both base addresses); `tpr` threads (a power of two, 1..1024: one unit
+ * each up to rows of 1024 units, so a row of 5120 bf16 is 640 threads in
+ * 4 blocks, not one warp looping 20 times) share a row, so short rows pack
+ * several to a warp. A move with an index < 0 or past its tensor's rows is
+ * skipped.
  *
- * cache_write / cache_read: one warp per row, x [n, dim] f32 or bf16 (read
- * as f32 bits), cache u8 [rows, row_bytes], out [n, dim] f32 or bf16.
+ * cache_write / cache_read: x [n, dim] f32 or bf16 (read as f32 bits),
+ * cache u8 [rows, row_bytes], out [n, dim] f32 or bf16. cache_write runs
+ * warp tasks: fp8 rows one warp a group of 64 values (codes and scale
+ * byte), FP4 rows one warp a 32 bytes of codes (four groups), then one
+ * warp for the row's bf16 tail and the scales' padding; index keys and
+ * bf16 rows one warp a row. cache_read runs a block of 128 threads a row
+ * and 512 values (grid (rows, ceil(dim / 512))), 4 values a thread, every
+ * load issued before the first store.
  * Formats (kind): 0 fp8_ds_mla rows (e4m3 codes of the dim - rope "nope"
  * values in groups of 64, the bf16 rope tail, one UE8M0 byte e + 127 per
  * group padded to 8 bytes), 1 FP4 rows (e2m1 pairs low nibble first, groups
@@ -42,9 +50,13 @@
  * int64 stored as int32, -1 when l < 0 or l / rpp >= P; a thread each.
  *
  * Launch limits: rows_copy and page_rows 256 threads, cache_write and
- * cache_read 128 threads (4 rows a block); grids stride over any count
- * (the host caps them at 65536 blocks); dim, rope and row bytes any
- * positive int32. No shared memory. */
+ * cache_read 128 threads; grids stride over any count (the host caps them
+ * at 65536 blocks, cache_read's y at 65535); dim, rope and row bytes any
+ * positive int32. No shared memory. Prediction, not measured (H200): one
+ * row of 5120 bf16 copied ~2-2.5 us (was 3.3-6.8); one fp8 row of 512
+ * written ~2.5-3 us (8 warps, was 13-15 with one warp looping over 7
+ * groups); 640 fp8 rows of 512 read ~3-4 us (640 blocks, was 8.5-11 with a
+ * warp a row looping 16 times). */
 #include <stdint.h>
 
 namespace tf_rows {
@@ -68,12 +80,16 @@ __host__ __device__ __forceinline__ uint16_t bf16_of(uint32_t u)
 
 __host__ __device__ __forceinline__ int msb32(uint32_t v) /* v != 0 */
 {
+#ifdef __CUDA_ARCH__
+	return 31 - __clz((int)v);
+#else
 	int b = 0;
 	while (v >> 1) {
 		v >>= 1;
 		b++;
 	}
 	return b;
+#endif
 }
 
 __host__ __device__ __forceinline__ int msb64(uint64_t v) /* v != 0 */
@@ -242,13 +258,29 @@ __device__ __forceinline__ void put_bf16(uint8_t *p, uint32_t bits)
 	p[1] = (uint8_t)(h >> 8);
 }
 
-/* fp8_ds_mla: codes, then the bf16 tail, then the scales. */
+/* The bf16 tail and the scale bytes' padding of a row (its last task). */
+__device__ void write_tail(const void *x, int bf16, int64_t base, int nope, int rope, int groups,
+			   uint8_t *ropes, int lane)
+{
+	uint8_t *scales = ropes + 2 * rope;
+	for (int k = groups + lane; k < (groups + 7) / 8 * 8; k += WARP)
+		scales[k] = 0;
+	for (int i = lane; i < rope; i += WARP)
+		put_bf16(ropes + 2 * i, load_bits(x, bf16, base + nope + i));
+}
+
+/* fp8_ds_mla: codes, then the bf16 tail, then the scales. Task k < groups
+ * is group k (its codes and scale byte), task groups the tail. */
 __device__ void write_fp8(const void *x, int bf16, int64_t base, int dim, int rope, uint8_t *out,
-			  int lane)
+			  int lane, int k)
 {
 	int nope = dim - rope, groups = (nope + 63) / 64;
 	uint8_t *ropes = out + nope, *scales = ropes + 2 * rope;
-	for (int k = 0; k < groups; k++) {
+	if (k == groups) {
+		write_tail(x, bf16, base, nope, rope, groups, ropes, lane);
+		return;
+	}
+	{
 		int end = min(k * 64 + 64, nope), i0 = k * 64 + lane, i1 = i0 + WARP;
 		uint32_t b0 = i0 < end ? load_bits(x, bf16, base + i0) : 0;
 		uint32_t b1 = i1 < end ? load_bits(x, bf16, base + i1) : 0;
@@ -266,21 +298,22 @@ __device__ void write_fp8(const void *x, int bf16, int64_t base, int dim, int ro
 		if (lane == 0)
 			scales[k] = byte;
 	}
-	for (int k = groups + lane; k < (groups + 7) / 8 * 8; k += WARP)
-		scales[k] = 0;
-	for (int i = lane; i < rope; i += WARP)
-		put_bf16(ropes + 2 * i, load_bits(x, bf16, base + nope + i));
 }
 
 /* FP4: byte j holds values 2j (low nibble) and 2j + 1; eight bytes make a
- * group of 16, so the lanes of a warp cover four groups a step. */
+ * group of 16, so the lanes of a warp cover four groups a step. Task k <
+ * steps is step k (bytes 32k ..), task steps the tail. */
 __device__ void write_fp4(const void *x, int bf16, int64_t base, int dim, int rope, uint8_t *out,
-			  int lane)
+			  int lane, int k)
 {
 	int nope = dim - rope, groups = (nope + 15) / 16, vbytes = (nope + 1) / 2;
 	uint8_t *ropes = out + vbytes, *scales = ropes + 2 * rope;
-	for (int j0 = 0; j0 < vbytes; j0 += WARP) {
-		int j = j0 + lane, g = j / 8;
+	if (k == (vbytes + WARP - 1) / WARP) {
+		write_tail(x, bf16, base, nope, rope, groups, ropes, lane);
+		return;
+	}
+	{
+		int j = k * WARP + lane, g = j / 8;
 		uint32_t b0 = 2 * j < nope ? load_bits(x, bf16, base + 2 * j) : 0;
 		uint32_t b1 = 2 * j + 1 < nope ? load_bits(x, bf16, base + 2 * j + 1) : 0;
 		uint32_t from = warp_max(max(is_snan(b0) ? 2 * j + 1 : 0, is_snan(b1) ? 2 * j + 2 : 0), 8);
@@ -297,10 +330,17 @@ __device__ void write_fp4(const void *x, int bf16, int64_t base, int dim, int ro
 		if (lane % 8 == 0 && g < groups)
 			scales[g] = byte;
 	}
-	for (int k = groups + lane; k < (groups + 7) / 8 * 8; k += WARP)
-		scales[k] = 0;
-	for (int i = lane; i < rope; i += WARP)
-		put_bf16(ropes + 2 * i, load_bits(x, bf16, base + nope + i));
+}
+
+/* Warp tasks a row of kind takes in cache_write: fp8 a group each, FP4 32
+ * bytes each, then the tail; index keys and bf16 rows one. */
+__device__ __forceinline__ int write_tasks(int kind, int dim, int rope)
+{
+	if (kind == KIND_FP8)
+		return (dim - rope + 63) / 64 + 1;
+	if (kind == KIND_FP4)
+		return ((dim - rope + 1) / 2 + WARP - 1) / WARP + 1;
+	return 1;
 }
 
 /* e4m3 index key: one group over the row, then the scale 2^e as fp32. */
@@ -429,18 +469,21 @@ tf_rows_cache_write(const void *x, int32_t x_bf16, const int32_t *idx, int64_t n
 		    int64_t cache_rows, int64_t row_bytes, int32_t kind, int32_t dim, int32_t rope)
 {
 	using namespace tf_rows;
-	int lane = threadIdx.x % WARP;
+	int lane = threadIdx.x % WARP, tasks = write_tasks(kind, dim, rope);
 	int64_t warps = (int64_t)gridDim.x * blockDim.x / WARP;
-	for (int64_t m = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP; m < n; m += warps) {
+	for (int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP; w < n * tasks;
+	     w += warps) {
+		int64_t m = w / tasks;
+		int k = (int)(w % tasks);
 		int64_t r = idx[m];
 		if (r < 0 || r >= cache_rows)
 			continue;
 		uint8_t *out = cache + r * row_bytes;
 		int64_t base = m * dim;
 		if (kind == KIND_FP8) {
-			write_fp8(x, x_bf16, base, dim, rope, out, lane);
+			write_fp8(x, x_bf16, base, dim, rope, out, lane, k);
 		} else if (kind == KIND_FP4) {
-			write_fp4(x, x_bf16, base, dim, rope, out, lane);
+			write_fp4(x, x_bf16, base, dim, rope, out, lane, k);
 		} else if (kind == KIND_IK_FP8) {
 			write_ik(x, x_bf16, base, dim, out, lane);
 		} else {
@@ -456,18 +499,28 @@ tf_rows_cache_read(const uint8_t *cache, int64_t cache_rows, int64_t row_bytes,
 		   void *out, int32_t out_bf16)
 {
 	using namespace tf_rows;
-	int lane = threadIdx.x % WARP;
-	int64_t warps = (int64_t)gridDim.x * blockDim.x / WARP;
-	for (int64_t m = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP; m < n; m += warps) {
+	constexpr int PER = 4; /* values a thread: i = c 512 + tid + 128 j */
+	for (int64_t m = blockIdx.x; m < n; m += gridDim.x) {
 		int64_t r = idx[m];
 		bool valid = r >= 0 && r < cache_rows;
 		const uint8_t *in = cache + (valid ? r : 0) * row_bytes;
-		for (int i = lane; i < dim; i += WARP) {
-			uint32_t v = valid ? read_value(in, kind, dim, rope, i) : 0;
-			if (out_bf16)
-				((uint16_t *)out)[m * dim + i] = bf16_of(v);
-			else
-				((uint32_t *)out)[m * dim + i] = v;
+		for (int64_t c = blockIdx.y; c * 128 * PER < dim; c += gridDim.y) {
+			uint32_t v[PER];
+#pragma unroll
+			for (int j = 0; j < PER; j++) {
+				int i = (int)(c * 128 * PER) + (int)threadIdx.x + 128 * j;
+				v[j] = valid && i < dim ? read_value(in, kind, dim, rope, i) : 0;
+			}
+#pragma unroll
+			for (int j = 0; j < PER; j++) {
+				int i = (int)(c * 128 * PER) + (int)threadIdx.x + 128 * j;
+				if (i >= dim)
+					break;
+				if (out_bf16)
+					((uint16_t *)out)[m * dim + i] = bf16_of(v[j]);
+				else
+					((uint32_t *)out)[m * dim + i] = v[j];
+			}
 		}
 	}
 }

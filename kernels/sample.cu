@@ -6,42 +6,61 @@
  * the draw with sample.c's own functions (cuda_sample.c), so the tokens are
  * the CPU's.
  *
- * Math, one block per listed row:
- *   key(v) = the order-preserving u32 of v (NaN 0, -0 as +0: sample.c's
- *   key_of without the id);
- *   radix select, 8 bits a pass from the top (4 passes, warp-aggregated
- *   shared histograms): the threshold T and `need` such that the keys > T
- *   number C - need and at least need keys equal T;
- *   candidates: every key > T and the need lowest ids with key T, written
- *   in id order (an ordered pass over the row in chunks of 8192, one block
- *   scan of packed counts a chunk) as values f32 [C] and ids int32 [C];
- *   statistics when t > 0 (t: the temperature clamped at 1e-6 by the host):
- *   max = the largest non-NaN logit (-inf if none), sum = sum of
- *   exp(v/t - max/t) in fp64.
+ * Math: key(v) = the order-preserving u32 of v (NaN 0, -0 as +0: sample.c's
+ * key_of without the id). A row is cut into S = ceil(V / 8192) chunks of
+ * 8192 logits, one block a chunk (grid (Rd, S)); the row's C best are among
+ * the union of each chunk's min(C, chunk) best under the same order, so:
+ *   1. each chunk block holds its logits in registers (8 a thread, in id
+ *      order), radix-selects its Cc = min(C, len) best (8 bits a pass from
+ *      the top, 4 passes, warp-aggregated shared histograms: the threshold T
+ *      and `need` such that the keys > T number Cc - need and at least need
+ *      keys equal T), writes them in id order (one block scan of packed
+ *      counts) to the row's scratch list at chunk c * min(C, 8192), and for
+ *      a nucleus row its statistics (below);
+ *   2. the last chunk block of the row to finish (an integer counter a row,
+ *      after a fence) selects the row's C best from that list, which is in
+ *      id order, the same way (from registers when the list holds at most
+ *      8192, else in passes over it from L2) and writes them in id order as
+ *      values f32 [C] and ids int32 [C].
+ * Which block comes last changes nothing: it only reads the full list.
+ * Statistics when t > 0 (t: the temperature clamped at 1e-6 by the host),
+ * one pair a chunk: max = the chunk's largest non-NaN logit (-inf if none),
+ * sum = the sum of exp(v/t - max/t) over the chunk in fp64 (0 for a chunk
+ * of -inf only; NaN when the chunk holds a NaN); tf_sample_nucleus combines
+ * the S pairs (sum_c sum_c exp(max_c/t - max/t)), as it does ranks'.
  * Exactness: the selection is integer work on the float bits, so the
  * candidate set is exactly the row's C best; ties at T resolve by id as the
- * CPU's sort does. The sum runs in fp64 with IEEE division and the
- * device's exp (within 1 ulp) in another order than tf_sample_stats: it
- * differs from the CPU's by far less than the 1e-9 guard of
- * tf_sample_nucleus, which leaves any row whose cut comes that close to
- * the whole-row path (float to double conversions go through the bits, as
- * fast math would flush subnormals).
+ * CPU's sort does; values are the logits' own bits. The sums run in fp64
+ * with IEEE division and the device's exp (within 1 ulp) in another order
+ * than tf_sample_stats and rescaled per chunk: they differ from the CPU's
+ * by far less than the 1e-9 guard of tf_sample_nucleus, which leaves any
+ * row whose cut comes that close to the whole-row path (float to double
+ * conversions go through the bits, as fast math would flush subnormals).
+ * Determinism and batch invariance: the chunking is a function of V only,
+ * every reduction runs in a fixed order, and a row's blocks touch only its
+ * own scratch; the integer counter only elects the block that merges.
  *
  * Layout: logits f32 [R, V] (row-major, any alignment); rows int32 [Rd]
- * (the logits row of block b), temps f64 [Rd]; out values f32 [Rd, C], ids
- * int32 [Rd, C], stats f64 [Rd, 2] (max, sum; unwritten when t <= 0).
- * Launch limits: 1024 threads, grid Rd (<= 2^31 - 1), 1 <= C <= V <
- * 2^31; about 1.2 KiB of static shared memory. On the H200 a launch over
- * rows of 129,280 with C = 512 and statistics takes ~0.28 ms for 1 to 32
- * rows and ~0.33 ms for 96 (a row is one block's six passes over it, from
- * L2: latency-bound on one SM; splitting a row over blocks would cut it). */
+ * (the logits row of grid row b), temps f64 [Rd], count u32 [Rd] (zero at
+ * launch); out values f32 [Rd, C], ids int32 [Rd, C], stats f64 [Rd, S, 2]
+ * (max, sum; unwritten when t <= 0); scratch list bits u32 [Rd, S * Cc0]
+ * and ids int32 [Rd, S * Cc0], Cc0 = min(C, 8192).
+ * Launch limits: 1024 threads, grid (Rd, S) with Rd <= 2^31 - 1 and
+ * S = ceil(V / 8192) <= 65535, 1 <= C <= V < 2^31; about 1.3 KiB of static
+ * shared memory. Prediction, not measured: ~6-8 us for one row of 129,280
+ * with C = 512 (16 blocks: a 32 KiB read each, 4 register passes, then one
+ * merge block over 8192 candidates), ~10 us for 16 rows, ~20 us for 64
+ * (then bound by reading 33 MB of logits). The merge of a list over 8192
+ * (C > 512 at this V) runs as the earlier one-block design did, over the
+ * list instead of the row. */
 #include <stdint.h>
 
 namespace tf_sample {
 
 constexpr int THREADS = 1024;
 constexpr int WARPS = THREADS / 32;
-constexpr int PER = 8; /* consecutive logits a thread in the ordered pass */
+constexpr int PER = 8; /* consecutive logits a thread */
+constexpr int CHUNK = THREADS * PER; /* logits a chunk block */
 constexpr unsigned FULL = 0xffffffffu;
 
 /* The order key of a logit's bits: larger = earlier; NaN 0, -0 as +0. */
@@ -110,7 +129,7 @@ __device__ __forceinline__ uint32_t block_scan(uint32_t v, uint32_t *total, uint
 	return res;
 }
 
-/* Sum of v over the block (fp64), valid in thread 0. */
+/* Sum of v over the block (fp64, a fixed order), valid in thread 0. */
 __device__ __forceinline__ double block_sum(double v, double *part)
 {
 	int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -132,63 +151,69 @@ struct select_smem {
 	uint32_t hist[256];
 	uint32_t part[WARPS + 1];
 	double dpart[WARPS];
-	uint32_t digit, above, kmax;
+	uint32_t digit, above, kmax, last;
 };
 
-/* The radix select: T and need (see the opening comment); *kmax gets the
- * row's largest key. */
-__device__ void radix_select(const uint32_t *row, int64_t V, uint32_t C, select_smem *sm,
-			     uint32_t *T, uint32_t *need_out, uint32_t *kmax)
+/* Count one key into the pass's histogram when it matches the prefix. */
+__device__ __forceinline__ void hist_add(select_smem *sm, bool valid, uint32_t k, uint32_t pmask,
+					 uint32_t prefix, int shift)
 {
-	int tid = threadIdx.x, lane = tid % 32;
-	uint32_t prefix = 0, pmask = 0, need = C, km = 0;
-	if (tid == 0)
-		sm->kmax = 0;
+	bool in = valid && (k & pmask) == prefix;
+	uint32_t d = (k >> shift) & 255;
+	unsigned peers = __match_any_sync(FULL, in ? d : 256u);
+	if (in && (int)(threadIdx.x % 32) == __ffs(peers) - 1)
+		atomicAdd(&sm->hist[d], (uint32_t)__popc(peers));
+}
+
+/* After a pass's histogram: the digit where the need-th key from the top
+ * falls (sm->digit) and the keys above it (sm->above). Ends synced. */
+__device__ __forceinline__ void pick_digit(select_smem *sm, uint32_t need)
+{
+	__syncthreads();
+	int lane = threadIdx.x % 32;
+	if (threadIdx.x < 32) {
+		/* lane l holds digits 255 - 8l .. 248 - 8l, from the top */
+		uint32_t c[8], s = 0;
+		for (int j = 0; j < 8; j++) {
+			c[j] = sm->hist[255 - 8 * lane - j];
+			s += c[j];
+		}
+		uint32_t inc = s;
+		for (int o = 1; o < 32; o *= 2) {
+			uint32_t t = __shfl_up_sync(FULL, inc, o);
+			if (lane >= o)
+				inc += t;
+		}
+		uint32_t acc = inc - s;
+		if (acc < need && need <= inc)
+			for (int j = 0; j < 8; j++) {
+				if (acc + c[j] >= need) {
+					sm->digit = (uint32_t)(255 - 8 * lane - j);
+					sm->above = acc;
+					break;
+				}
+				acc += c[j];
+			}
+	}
+	__syncthreads();
+}
+
+/* The radix select over keys held in registers, PER a thread (k[j] valid
+ * where bit j of valid is set): T and need for the C best (C <= the valid
+ * keys). */
+__device__ void select_regs(const uint32_t *k, uint32_t valid, uint32_t C, select_smem *sm,
+			    uint32_t *T, uint32_t *need_out)
+{
+	int tid = threadIdx.x;
+	uint32_t prefix = 0, pmask = 0, need = C;
 	for (int shift = 24; shift >= 0; shift -= 8) {
 		if (tid < 256)
 			sm->hist[tid] = 0;
 		__syncthreads();
-		for (int64_t b = 0; b < V; b += THREADS) {
-			int64_t i = b + tid;
-			uint32_t k = i < V ? key_of(row[i]) : 0;
-			bool in = i < V && (k & pmask) == prefix;
-			uint32_t d = (k >> shift) & 255;
-			km = i < V ? max(km, k) : km;
-			unsigned peers = __match_any_sync(FULL, in ? d : 256u);
-			if (in && lane == __ffs(peers) - 1)
-				atomicAdd(&sm->hist[d], (uint32_t)__popc(peers));
-		}
-		if (shift == 24) {
-			km = __reduce_max_sync(FULL, km);
-			if (lane == 0)
-				atomicMax(&sm->kmax, km);
-		}
-		__syncthreads();
-		if (tid < 32) {
-			/* lane l holds digits 255 - 8l .. 248 - 8l, from the top */
-			uint32_t c[8], s = 0;
-			for (int j = 0; j < 8; j++) {
-				c[j] = sm->hist[255 - 8 * lane - j];
-				s += c[j];
-			}
-			uint32_t inc = s;
-			for (int o = 1; o < 32; o *= 2) {
-				uint32_t t = __shfl_up_sync(FULL, inc, o);
-				if (lane >= o)
-					inc += t;
-			}
-			uint32_t acc = inc - s;
-			if (acc < need && need <= inc)
-				for (int j = 0; j < 8; j++) {
-					if (acc + c[j] >= need) {
-						sm->digit = (uint32_t)(255 - 8 * lane - j);
-						sm->above = acc;
-						break;
-					}
-					acc += c[j];
-				}
-		}
-		__syncthreads();
+#pragma unroll
+		for (int j = 0; j < PER; j++)
+			hist_add(sm, valid >> j & 1, k[j], pmask, prefix, shift);
+		pick_digit(sm, need);
 		prefix |= sm->digit << shift;
 		pmask |= 255u << shift;
 		need -= sm->above;
@@ -196,69 +221,182 @@ __device__ void radix_select(const uint32_t *row, int64_t V, uint32_t C, select_
 	}
 	*T = prefix;
 	*need_out = need;
-	*kmax = sm->kmax;
 }
 
-/* sum of exp(v/t - max/t) over the row (fp64), valid in thread 0. */
-__device__ double row_sum(const uint32_t *row, int64_t V, double max, double t, double *part)
+/* The same over n keys of bits in memory (a list larger than a block
+ * holds), read from L2 each pass. */
+__device__ void select_mem(const uint32_t *bits, int64_t n, uint32_t C, select_smem *sm,
+			   uint32_t *T, uint32_t *need_out)
 {
-	double mt = max / t, acc = 0;
-	for (int64_t i = threadIdx.x; i < V; i += THREADS)
-		acc += exp(f64_of(row[i]) / t - mt);
-	return block_sum(acc, part);
+	int tid = threadIdx.x;
+	uint32_t prefix = 0, pmask = 0, need = C;
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		if (tid < 256)
+			sm->hist[tid] = 0;
+		__syncthreads();
+		for (int64_t b = 0; b < n; b += THREADS) {
+			int64_t i = b + tid;
+			hist_add(sm, i < n, i < n ? key_of(__ldcg(bits + i)) : 0, pmask, prefix, shift);
+		}
+		pick_digit(sm, need);
+		prefix |= sm->digit << shift;
+		pmask |= 255u << shift;
+		need -= sm->above;
+		__syncthreads();
+	}
+	*T = prefix;
+	*need_out = need;
+}
+
+/* One tile of the ordered write: this thread's PER keys k (bits b, ids
+ * id0 + j or idv[j]) at tile positions tid * PER + j; *gt_run and *eq_run
+ * carry the counts of earlier tiles. slot = keys > T before + min(keys ==
+ * T before, need). */
+__device__ __forceinline__ void write_tile(const uint32_t *k, const uint32_t *b, const int32_t *idv,
+					   uint32_t valid, uint32_t T, uint32_t need,
+					   uint32_t *gt_run, uint32_t *eq_run, uint32_t *ob,
+					   int32_t *oi, select_smem *sm)
+{
+	uint32_t g = 0, e = 0;
+#pragma unroll
+	for (int j = 0; j < PER; j++) {
+		bool v = valid >> j & 1;
+		g += v && k[j] > T;
+		e += v && k[j] == T;
+	}
+	uint32_t total, before = block_scan(e << 16 | g, &total, sm->part);
+	uint32_t gb = *gt_run + (before & 0xffff), eb = *eq_run + (before >> 16);
+#pragma unroll
+	for (int j = 0; j < PER; j++) {
+		if (!(valid >> j & 1))
+			break;
+		bool take = k[j] > T || (k[j] == T && eb < need);
+		if (take) {
+			uint32_t slot = gb + min(eb, need);
+			ob[slot] = b[j];
+			oi[slot] = idv[j];
+		}
+		gb += k[j] > T;
+		eb += k[j] == T;
+	}
+	*gt_run += total & 0xffff;
+	*eq_run += total >> 16;
+}
+
+/* The merge in the row's last block: the C best of the row's list (n bits
+ * and ids, in id order) to values and ids, in id order. */
+__device__ void merge(const uint32_t *lb, const int32_t *li, int64_t n, uint32_t C,
+		      float *values, int32_t *ids, select_smem *sm)
+{
+	int tid = threadIdx.x;
+	uint32_t *ob = (uint32_t *)values, gt_run = 0, eq_run = 0, T, need;
+	uint32_t k[PER], b[PER], valid = 0;
+	int32_t idv[PER];
+	if (n <= CHUNK) {
+		int64_t i0 = (int64_t)tid * PER;
+#pragma unroll
+		for (int j = 0; j < PER; j++) {
+			bool v = i0 + j < n;
+			b[j] = v ? __ldcg(lb + i0 + j) : 0;
+			idv[j] = v ? __ldcg(li + i0 + j) : 0;
+			k[j] = key_of(b[j]);
+			valid |= (uint32_t)v << j;
+		}
+		select_regs(k, valid, C, sm, &T, &need);
+		write_tile(k, b, idv, valid, T, need, &gt_run, &eq_run, ob, ids, sm);
+		return;
+	}
+	select_mem(lb, n, C, sm, &T, &need);
+	for (int64_t base = 0; base < n; base += CHUNK) {
+		int64_t i0 = base + (int64_t)tid * PER;
+		valid = 0;
+#pragma unroll
+		for (int j = 0; j < PER; j++) {
+			bool v = i0 + j < n;
+			b[j] = v ? __ldcg(lb + i0 + j) : 0;
+			idv[j] = v ? __ldcg(li + i0 + j) : 0;
+			k[j] = key_of(b[j]);
+			valid |= (uint32_t)v << j;
+		}
+		write_tile(k, b, idv, valid, T, need, &gt_run, &eq_run, ob, ids, sm);
+	}
 }
 
 } // namespace tf_sample
 
 extern "C" __global__ void __launch_bounds__(1024)
 tf_sample_select(const float *logits, int64_t V, int32_t C, const int32_t *rows, const double *temps,
-	      float *values, int32_t *ids, double *stats)
+		 uint32_t *count, float *values, int32_t *ids, double *stats, uint32_t *list_bits,
+		 int32_t *list_ids)
 {
 	using namespace tf_sample;
 	__shared__ select_smem sm;
-	int tid = threadIdx.x;
-	int64_t b = blockIdx.x;
-	const uint32_t *row = (const uint32_t *)logits + (int64_t)rows[b] * V;
-	uint32_t T, need, kmax;
-	radix_select(row, V, (uint32_t)C, &sm, &T, &need, &kmax);
+	int tid = threadIdx.x, lane = tid % 32;
+	int64_t r = blockIdx.x, c = blockIdx.y, S = gridDim.y;
+	int64_t base = c * CHUNK, len = V - base < CHUNK ? V - base : CHUNK;
+	int64_t cc0 = C < CHUNK ? C : CHUNK, ccn = C < len ? C : len;
+	const uint32_t *row = (const uint32_t *)logits + (int64_t)rows[r] * V;
 
-	double t = temps[b];
+	/* this chunk: logits base + tid * PER + j in registers */
+	uint32_t b[PER], k[PER], valid = 0, km = 0;
+	int32_t idv[PER];
+	int64_t i0 = base + (int64_t)tid * PER;
+#pragma unroll
+	for (int j = 0; j < PER; j++) {
+		bool v = i0 + j < base + len;
+		b[j] = v ? row[i0 + j] : 0;
+		k[j] = key_of(b[j]);
+		idv[j] = (int32_t)(i0 + j);
+		valid |= (uint32_t)v << j;
+		km = v ? max(km, k[j]) : km;
+	}
+
+	double t = temps[r];
 	if (t > 0) {
-		double max = kmax ? f64_of(bits_of_key(kmax)) : -__longlong_as_double(0x7ff0000000000000ll);
-		double sum = row_sum(row, V, max, t, sm.dpart);
+		if (tid == 0)
+			sm.kmax = 0;
+		__syncthreads();
+		km = __reduce_max_sync(FULL, km);
+		if (lane == 0)
+			atomicMax(&sm.kmax, km);
+		__syncthreads();
+		uint32_t kmax = sm.kmax;
+		double inf = __longlong_as_double(0x7ff0000000000000ll);
+		double max = kmax ? f64_of(bits_of_key(kmax)) : -inf, mt = max / t, acc = 0;
+#pragma unroll
+		for (int j = 0; j < PER; j++) {
+			if (!(valid >> j & 1))
+				continue;
+			if (max == -inf) /* -inf and NaN only: 0, or NaN */
+				acc += k[j] ? 0.0 : __longlong_as_double(0x7ff8000000000000ll);
+			else
+				acc += exp(f64_of(b[j]) / t - mt);
+		}
+		double sum = block_sum(acc, sm.dpart);
 		if (tid == 0) {
-			stats[2 * b] = max;
-			stats[2 * b + 1] = sum;
+			stats[2 * (r * S + c)] = max;
+			stats[2 * (r * S + c) + 1] = sum;
 		}
 	}
 
-	/* candidates in id order: slot = keys > T before + min(keys == T before, need) */
-	float *vo = values + b * C;
-	int32_t *io = ids + b * C;
-	uint32_t gt_run = 0, eq_run = 0;
-	for (int64_t base = 0; base < V; base += (int64_t)THREADS * PER) {
-		int64_t i0 = base + (int64_t)tid * PER;
-		uint32_t k[PER], g = 0, e = 0;
-		for (int j = 0; j < PER; j++) {
-			k[j] = i0 + j < V ? key_of(row[i0 + j]) : 0;
-			g += i0 + j < V && k[j] > T;
-			e += i0 + j < V && k[j] == T;
-		}
-		uint32_t total, before = block_scan(e << 16 | g, &total, sm.part);
-		uint32_t gb = gt_run + (before & 0xffff), eb = eq_run + (before >> 16);
-		for (int j = 0; j < PER; j++) {
-			if (i0 + j >= V)
-				break;
-			bool take = k[j] > T || (k[j] == T && eb < need);
-			if (take) {
-				uint32_t slot = gb + min(eb, need);
-				vo[slot] = __uint_as_float(row[i0 + j]);
-				io[slot] = (int32_t)(i0 + j);
-			}
-			gb += k[j] > T;
-			eb += k[j] == T;
-		}
-		gt_run += total & 0xffff;
-		eq_run += total >> 16;
-	}
+	/* the chunk's ccn best to the list, in id order (all of them when
+	 * ccn = len: T 0 and need len take every key) */
+	uint32_t T = 0, need = (uint32_t)len, gt_run = 0, eq_run = 0;
+	if (ccn < len)
+		select_regs(k, valid, (uint32_t)ccn, &sm, &T, &need);
+	uint32_t *lb = list_bits + r * S * cc0;
+	int32_t *li = list_ids + r * S * cc0;
+	write_tile(k, b, idv, valid, T, need, &gt_run, &eq_run, lb + c * cc0, li + c * cc0, &sm);
+
+	/* the last block of the row merges */
+	__threadfence();
+	__syncthreads();
+	if (tid == 0)
+		sm.last = atomicAdd(&count[r], 1u) == (uint32_t)(S - 1);
+	__syncthreads();
+	if (!sm.last)
+		return;
+	__threadfence();
+	int64_t n = (S - 1) * cc0 + (C < V - (S - 1) * CHUNK ? C : V - (S - 1) * CHUNK);
+	merge(lb, li, n, (uint32_t)C, values + r * C, ids + r * C, &sm);
 }

@@ -20,6 +20,9 @@ static struct cuda_fn fn_mqa[2][3] = {
 	{{.name = "tf_attn_mqa_bf16_e4"}, {.name = "tf_attn_mqa_bf16_e8"},
 	 {.name = "tf_attn_mqa_bf16_e16"}},
 };
+/* the same at 4 heads a block (128 threads), D > 256 */
+static struct cuda_fn fn_mqa4[2] = {{.name = "tf_attn_mqa4_f32_e16"},
+				    {.name = "tf_attn_mqa4_bf16_e16"}};
 static struct cuda_fn fn_mqa_merge = {.name = "tf_attn_mqa_merge"};
 static struct cuda_fn fn_compressor = {.name = "tf_attn_compressor"};
 static struct cuda_fn fn_score[2][2] = {
@@ -34,18 +37,19 @@ static struct cuda_fn fn_keys_fill = {.name = "tf_attn_keys_fill"};
 
 #define MQA_MAX_D 512     /* 16 elements a lane */
 #define MQA_HEADS 8       /* heads a block */
-#define MQA_MAX_SPLITS 16
+#define MQA_SPLIT_KEYS 32 /* a split's keys of the row's room: one tile */
+#define MQA_MAX_SPLITS 32
 #define SEL_THREADS 1024
 #define CMP_MAX_W 12288   /* 48 KiB of shared memory */
 
 /* ---- attention ---- */
 
-/* Splits of each row's key list: one per 64 keys of a row's room (room /
+/* Splits of each row's key list: one per 32 keys of a row's room (room /
  * R: the forward gives every row of a layer the same room, and key_off's
  * values stay on the device). The count depends on the layer, never on
  * how many rows share the call, so a row's sums run in the same order
  * alone or batched: a row's result does not depend on its batch. Calls
- * whose split partials would pass MQA_SPLIT_BYTES (about 400 rows of the
+ * whose split partials would pass MQA_SPLIT_BYTES (about 200 rows of the
  * release's 640 keys: prefill pieces) take one split, which their rows
  * fill the SMs with (prefill of 4K tokens 1418 tokens/s on the H200,
  * against 1140 as launches of fewer rows, BENCHMARKS.md), or on the
@@ -55,7 +59,7 @@ static struct cuda_fn fn_keys_fill = {.name = "tf_attn_keys_fill"};
 
 static int mqa_splits(int64_t room, int64_t R)
 {
-	int64_t s = (room / R + 63) / 64;
+	int64_t s = (room / R + MQA_SPLIT_KEYS - 1) / MQA_SPLIT_KEYS;
 	return s < 1 ? 1 : s > MQA_MAX_SPLITS ? MQA_MAX_SPLITS : (int)s;
 }
 
@@ -86,6 +90,16 @@ tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const stru
 	if (S > 1 && (st = cuda_scratch(be, (size_t)(step * row_part), &part)))
 		return st;
 	struct cuda_fn *fn = &fn_mqa[keys->dt == TF_DT_BF16][D <= 128 ? 0 : D <= 256 ? 1 : 2];
+	/* Few blocks of 8 heads (one an SM, 221 registers) leave most SMs
+	 * idle: 4 heads a block (3 an SM) then, twice the blocks. A head's
+	 * sums run in the same order either way (kernels/attn.cu), so the
+	 * choice, which depends on R, changes no bits. */
+	unsigned hg = 8;
+	if (D > 256 && R * groups * S < 4 * (int64_t)cuda_sms(be)) {
+		fn = &fn_mqa4[keys->dt == TF_DT_BF16];
+		hg = 4;
+	}
+	const int64_t bgroups = (H + hg - 1) / hg;
 	/* q, keys [NK, D], key_off [R + 1], key_idx [room], sink [H] -> out [R, H, D] f32 */
 	tf_cu_ptr kp = cuda_ptr(keys), ip = cuda_ptr(key_idx), sp = cuda_ptr(sink);
 	int32_t q_dt = (int32_t)q->dt, h32 = (int32_t)H, d32 = (int32_t)D, s32 = S;
@@ -97,7 +111,7 @@ tf_status cuda_attention(struct tf_be *be, const struct tf_tensor *q, const stru
 		tf_cu_ptr outp = cuda_ptr(out) + (uint64_t)(r0 * H * D) * sizeof(float);
 		void *p[] = {&qp, &q_dt, &kp, &NK, &op, &ip, &room, &sp, &outp, &part, &h32, &d32,
 			     &s32, &scale};
-		st = cuda_launch(be, fn, (unsigned)(m * groups), (unsigned)S, 256, 0, p);
+		st = cuda_launch(be, fn, (unsigned)(m * bgroups), (unsigned)S, 32 * hg, 0, p);
 		if (!st && S > 1) {
 			void *pm[] = {&part, &sp, &outp, &h32, &d32, &s32};
 			st = cuda_launch(be, &fn_mqa_merge, (unsigned)(m * H), 1, 128, 0, pm);

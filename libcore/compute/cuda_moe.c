@@ -11,7 +11,7 @@
 #include "compute/ops_args.h"
 
 /* moe.cu's limits */
-#define ROUTE_MAX_E 4096    /* a 32-bit taken mask per thread, 48 KiB of shared memory */
+#define ROUTE_MAX_E 4096    /* 8E bytes of the 48 KiB of shared memory */
 #define ROUTE_THREADS 256
 #define GROUP_WARPS 16      /* tf_moe_group's block: 16 warps */
 #define SMEM_MAX (48 << 10) /* dynamic shared memory without an opt-in */

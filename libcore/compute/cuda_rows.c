@@ -69,10 +69,22 @@ tf_status cuda_rows_copy(struct tf_be *be, const struct tf_tensor *x, const stru
 	tf_cu_ptr pxi = xi ? cuda_ptr(xi) : 0, pyi = yi ? cuda_ptr(yi) : 0;
 	int64_t x_rows = tf_tensor_rows(x), y_rows = tf_tensor_rows(y);
 	int32_t unit = copy_unit(row_bytes, px, py), tpr = 1;
-	while (tpr < 32 && tpr * unit < row_bytes)
-		tpr *= 2; /* threads a row: one unit each, up to a warp */
+	while (tpr < 1024 && tpr * unit < row_bytes)
+		tpr *= 2; /* threads a row: one unit each, up to four blocks */
 	void *p[] = {&px, &x_rows, &pxi, &py, &y_rows, &pyi, &n, &row_bytes, &unit, &tpr};
 	return cuda_launch(be, &fn_copy, grid_for(n * tpr, 256), 1, 256, 0, p);
+}
+
+/* Warp tasks a row of kind takes in cache_write (rows.cu's write_tasks):
+ * fp8 one a group of 64 and one for the tail, FP4 one a 32 bytes of codes
+ * and one for the tail, the others one. */
+static int64_t write_tasks(int32_t kind, int32_t dim, int32_t rope)
+{
+	if (kind == 0)
+		return (dim - rope + 63) / 64 + 1;
+	if (kind == 1)
+		return ((dim - rope + 1) / 2 + 31) / 32 + 1;
+	return 1;
 }
 
 /* The kernel's format kind (rows.cu) of f, or -1 when f is not one. */
@@ -127,7 +139,8 @@ tf_status cuda_cache_write(struct tf_be *be, const struct tf_rowfmt *f, const st
 	int32_t bf16 = x->dt == TF_DT_BF16, kind = row_kind(f), dim = f->dim, rope = f->rope;
 	int64_t rows = tf_tensor_rows(cache), row_bytes = (int64_t)tf_rowfmt_bytes(f);
 	void *p[] = {&px, &bf16, &pidx, &n, &pc, &rows, &row_bytes, &kind, &dim, &rope};
-	return cuda_launch(be, &fn_write, grid_for(n * 32, 128), 1, 128, 0, p);
+	return cuda_launch(be, &fn_write, grid_for(n * write_tasks(kind, dim, rope) * 32, 128), 1, 128,
+			   0, p);
 }
 
 tf_status cuda_cache_read(struct tf_be *be, const struct tf_rowfmt *f,
@@ -143,7 +156,10 @@ tf_status cuda_cache_read(struct tf_be *be, const struct tf_rowfmt *f,
 	int32_t bf16 = out->dt == TF_DT_BF16, kind = row_kind(f), dim = f->dim, rope = f->rope;
 	int64_t rows = tf_tensor_rows(cache), row_bytes = (int64_t)tf_rowfmt_bytes(f);
 	void *p[] = {&pc, &rows, &row_bytes, &pidx, &n, &kind, &dim, &rope, &po, &bf16};
-	return cuda_launch(be, &fn_read, grid_for(n * 32, 128), 1, 128, 0, p);
+	/* a block of 128 a row's 512 values (rows.cu), grid (rows, chunks) */
+	unsigned gx = n > ROWS_MAX_GRID ? ROWS_MAX_GRID : (unsigned)n;
+	unsigned gy = (unsigned)((dim + 511) / 512 > 65535 ? 65535 : (dim + 511) / 512);
+	return cuda_launch(be, &fn_read, gx, gy, 128, 0, p);
 }
 
 tf_status cuda_page_rows(struct tf_be *be, const struct tf_tensor *pt, int rpp,

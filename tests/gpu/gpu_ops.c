@@ -515,11 +515,11 @@ static void cases_exl3(void)
  * has no keys (zeros out) and row 2 one. sub > 0: the CPU runs sub random
  * rows. */
 static void case_attention(const char *what, int64_t R, int64_t H, int64_t D, int64_t NK,
-			   int64_t keys, enum tf_dt kd, int64_t sub)
+			   int64_t keys, enum tf_dt qd, enum tf_dt kd, int64_t sub)
 {
-	if (!begin("attention", "%s q [%lld, %lld, %lld] keys %s [%lld] %lld a row%s", what,
-		   (long long)R, (long long)H, (long long)D, tf_dt_name(kd), (long long)NK,
-		   (long long)keys, sub ? " (CPU: a subset)" : ""))
+	if (!begin("attention", "%s q %s [%lld, %lld, %lld] keys %s [%lld] %lld a row%s", what,
+		   tf_dt_name(qd), (long long)R, (long long)H, (long long)D, tf_dt_name(kd),
+		   (long long)NK, (long long)keys, sub ? " (CPU: a subset)" : ""))
 		return;
 	int32_t *off = ivec(R + 1), *nk = ivec(R);
 	for (int64_t r = 0; r < R; r++) {
@@ -533,11 +533,12 @@ static void case_attention(const char *what, int64_t R, int64_t H, int64_t D, in
 	int32_t *idx = ivec(off[R]);
 	for (int64_t r = 0; r < R; r++)
 		pick(idx + off[r], nk[r], NK);
-	uint16_t *q = rnd(TF_DT_BF16, R * H * D, 3);
+	void *q = rnd(qd, R * H * D, 3);
+	const size_t qs = tf_dt_size(qd);
 	void *kh = rnd(kd, NK * D, 2);
 	float *sink = rnd(TF_DT_F32, H, 2);
 	if (!sub) {
-		struct pair *pq = pin(TF_DT_BF16, q, DIMS(R, H, D)), *pk = pin(kd, kh, DIMS(NK, D));
+		struct pair *pq = pin(qd, q, DIMS(R, H, D)), *pk = pin(kd, kh, DIMS(NK, D));
 		struct pair *po = pin(TF_DT_I32, off, DIMS(R + 1)), *pi = pin(TF_DT_I32, idx, DIMS(off[R]));
 		struct pair *ps = pin(TF_DT_F32, sink, DIMS(H)), *out = pout(TF_DT_F32, DIMS(R, H, D));
 		BOTH(attention, T(pq), T(pk), T(po), T(pi), T(ps), T(out));
@@ -548,21 +549,22 @@ static void case_attention(const char *what, int64_t R, int64_t H, int64_t D, in
 	/* the CPU's rows: q rows and key lists of the subset */
 	int32_t *rows = ivec(sub), *soff = ivec(sub + 1);
 	pick_sorted(rows, sub, R);
-	uint16_t *sq = hnew((size_t)(sub * H * D) * 2);
+	char *sq = hnew((size_t)(sub * H * D) * qs);
 	for (int64_t i = 0; i < sub; i++)
 		soff[i + 1] = soff[i] + nk[rows[i]];
 	int32_t *sidx = ivec(soff[sub] ? soff[sub] : 1);
 	for (int64_t i = 0; i < sub; i++) {
-		memcpy(sq + i * H * D, q + rows[i] * H * D, (size_t)(H * D) * 2);
+		memcpy(sq + (size_t)(i * H * D) * qs, (char *)q + (size_t)(rows[i] * H * D) * qs,
+		       (size_t)(H * D) * qs);
 		memcpy(sidx + soff[i], idx + off[rows[i]], (size_t)nk[rows[i]] * sizeof *sidx);
 	}
 	struct tf_tensor *gout = one(gpu, TF_DT_F32, NULL, DIMS(R, H, D));
 	struct tf_tensor *cout = one(cpu, TF_DT_F32, NULL, DIMS(sub, H, D));
-	note(0, CALL(cpu, attention, one(cpu, TF_DT_BF16, sq, DIMS(sub, H, D)),
+	note(0, CALL(cpu, attention, one(cpu, qd, sq, DIMS(sub, H, D)),
 		     one(cpu, kd, kh, DIMS(NK, D)), one(cpu, TF_DT_I32, soff, DIMS(sub + 1)),
 		     one(cpu, TF_DT_I32, sidx, DIMS(soff[sub])), one(cpu, TF_DT_F32, sink, DIMS(H)),
 		     cout));
-	note(1, CALL(gpu, attention, one(gpu, TF_DT_BF16, q, DIMS(R, H, D)),
+	note(1, CALL(gpu, attention, one(gpu, qd, q, DIMS(R, H, D)),
 		     one(gpu, kd, kh, DIMS(NK, D)), one(gpu, TF_DT_I32, off, DIMS(R + 1)),
 		     one(gpu, TF_DT_I32, idx, DIMS(off[R])), one(gpu, TF_DT_F32, sink, DIMS(H)), gout));
 	if (!cur.err)
@@ -749,14 +751,21 @@ static void cases_attn(void)
 	static const int64_t dec[] = {1, 4, 16, 64};
 	const int64_t H = rc.heads, HD = rc.head_dim, Hi = rc.index_heads, Di = rc.index_dim;
 	const int64_t keys = rc.window + rc.index_topk;
-	case_attention("tiny", 3, 2, 96, 40, 40, TF_DT_BF16, 0);
-	case_attention("tiny", 5, 2, 96, 40, 7, TF_DT_F32, 0);
+	const enum tf_dt bf = TF_DT_BF16, f32 = TF_DT_F32;
+	case_attention("tiny", 3, 2, 96, 40, 40, bf, bf, 0);
+	case_attention("tiny", 5, 2, 96, 40, 7, bf, f32, 0);
 	for (int c = 0; c < 2; c++) /* ctx 1K (pool 512) and 32K (pool 16K), + the window */
 		for (int i = 0; i < 4; i++)
 			case_attention(c ? "ctx 32K" : "ctx 1K", dec[i], H, HD,
-				       (c ? long_ctx / 2 : 512) + rc.window + dec[i], keys, TF_DT_BF16, 0);
-	case_attention("f32 keys", 4, H, HD, 1024, keys, TF_DT_F32, 0);
-	case_attention("prefill", prefill, H, HD, prefill / 2 + prefill, keys, TF_DT_BF16, 24);
+				       (c ? long_ctx / 2 : 512) + rc.window + dec[i], keys, bf, bf, 0);
+	case_attention("f32 keys", 4, H, HD, 1024, keys, bf, f32, 0);
+	/* the launcher's 4-head blocks (few rows, D > 256): f32 q and keys,
+	 * rows of 0 and 1 keys, a last group of 2 heads, a long room */
+	case_attention("4-head blocks", 1, H, HD, 1024, keys, f32, f32, 0);
+	case_attention("4-head blocks", 3, H, HD, 1024, keys, bf, bf, 0);
+	case_attention("4-head blocks", 2, 6, HD, 1024, keys, bf, f32, 0);
+	case_attention("4-head blocks", 1, H, HD, 4096, 2000, bf, bf, 0);
+	case_attention("prefill", prefill, H, HD, prefill / 2 + prefill, keys, bf, bf, 24);
 
 	case_compressor(1, 1, 96, TF_DT_F32, TF_DT_F32);
 	case_compressor(3, 2, 96, TF_DT_BF16, TF_DT_BF16);
@@ -1206,6 +1215,10 @@ static void cases_rows(void)
 	const struct tf_rowfmt ikb = {TF_KV_BF16, (int)rc.index_dim, 0, 1};
 	const struct tf_rowfmt tiny8 = {TF_KV_FP8, 128, 32, 0}; /* a partial group of 32 */
 	const struct tf_rowfmt tiny4 = {TF_KV_FP4, 96, 32, 0};
+	/* past 512 values: cache_read's second chunk; 14 full fp8 groups and a
+	 * partial one, 15 FP4 steps of 32 bytes */
+	const struct tf_rowfmt wide8 = {TF_KV_FP8, 1000, 64, 0};
+	const struct tf_rowfmt wide4 = {TF_KV_FP4, 1000, 64, 0};
 	const int64_t rb = (int64_t)tf_rowfmt_bytes(&win);
 
 	case_fill_random(1, 1);
@@ -1215,6 +1228,8 @@ static void cases_rows(void)
 	case_rows_copy("tiny", TF_DT_BF16, 9, 20, 96, 9, 0, 1, 0);
 	case_rows_copy("tiny", TF_DT_I32, 9, 5, 3, 9, 0, 0, 0);
 	case_rows_copy("tiny", TF_DT_U8, 30, 30, 33, 10, 1, 1, 1);
+	case_rows_copy("one row", TF_DT_BF16, 1, 1, D, 1, 0, 0, 0); /* 640 threads of 16 bytes */
+	case_rows_copy("one row", TF_DT_BF16, 3, 2, D + 3, 1, 1, 1, 0); /* 2-byte units */
 	for (int i = 0; i < 4; i++) {
 		case_rows_copy("expert rows", TF_DT_BF16, dec[i], dec[i] * rc.topk, D,
 			       dec[i] * rc.topk, 1, 0, 0);
@@ -1225,7 +1240,7 @@ static void cases_rows(void)
 		       0, 1, 0);
 	case_rows_copy("in place", TF_DT_U8, 20000, 20000, rb, prefill, 1, 1, 1);
 
-	const struct tf_rowfmt *fmts[] = {&win, &fp4, &bf, &ik, &ikb, &tiny8, &tiny4};
+	const struct tf_rowfmt *fmts[] = {&win, &fp4, &bf, &ik, &ikb, &tiny8, &tiny4, &wide8, &wide4};
 	for (size_t f = 0; f < sizeof fmts / sizeof *fmts; f++) {
 		case_cache_write(fmts[f], f % 2 ? TF_DT_BF16 : TF_DT_F32, 16, 300);
 		case_cache_read(fmts[f], f % 2 ? TF_DT_F32 : TF_DT_BF16, 40, 300);
@@ -1249,10 +1264,13 @@ static void cases_rows(void)
 
 /* ---- sampling ---- */
 
-static void case_sample(int64_t R, int64_t V)
+/* Rows of every kind of rule; big > 0 gives the top_k rows top_k big, so
+ * that the device's candidate lists take its other paths (kernels/sample.cu:
+ * a merge over more than 8192, chunks taken whole). */
+static void case_sample(int64_t R, int64_t V, int big)
 {
-	if (!begin("sample", "logits [%lld, %lld], greedy, temperature, top_k, top_p, min_p",
-		   (long long)R, (long long)V))
+	if (!begin("sample", "logits [%lld, %lld], greedy, temperature, top_k%s%.0d, top_p, min_p",
+		   (long long)R, (long long)V, big ? " " : "", big))
 		return;
 	float *l = hnew((size_t)(R * V) * 4);
 	for (int64_t i = 0; i < R * V; i++)
@@ -1271,6 +1289,8 @@ static void case_sample(int64_t R, int64_t V)
 	};
 	for (int64_t r = 0; r < R; r++) {
 		p[r] = kinds[r % 8];
+		if (big && r % 8 == 2)
+			p[r].top_k = big;
 		p[r].seed = tf_rng_u64(&rng) >> 1;
 		pos[r] = (int64_t)tf_rng_below(&rng, 1 << 20);
 		if (r % 8 == 7) {
@@ -1393,10 +1413,14 @@ int main(int argc, char **argv)
 	cases_mhc();
 	cases_rows();
 	if (wanted("sample")) {
-		case_sample(8, 512);
+		case_sample(8, 512, 0);
+		case_sample(8, 20003, 0); /* 3 chunks, the last not a multiple of 8 */
 		static const int64_t dec[] = {1, 4, 16, 64};
 		for (int i = 0; i < 4; i++)
-			case_sample(dec[i] < 8 ? 8 : dec[i], rc.vocab);
+			case_sample(dec[i] < 8 ? 8 : dec[i], rc.vocab, 0);
+		case_sample(8, rc.vocab, 600);   /* a list of 16 x 609 */
+		case_sample(8, rc.vocab, 7000);  /* the last chunk whole */
+		case_sample(8, rc.vocab, 10000); /* every chunk whole */
 	}
 	cases_refused();
 	printf("gpu_ops: %d cases, %d failed (%d unsupported on cuda), seed %llu: %s\n", n_cases,
