@@ -383,12 +383,7 @@ constexpr int SEL_THREADS = 1024;
  * key(a) > key(b); 0 for NaN and -inf, which are never candidates. */
 __device__ __forceinline__ uint32_t order_key(float v)
 {
-	uint32_t b = __float_as_uint(v);
-	if ((b & 0x7fffffffu) > 0x7f800000u)
-		return 0;
-	if (b == 0x80000000u)
-		b = 0;
-	return b & 0x80000000u ? ~b : b | 0x80000000u;
+	return mono_key(__float_as_uint(v));
 }
 
 constexpr uint32_t KEY_NEG_INF = 0x007fffffu; /* order_key(-inf) were it kept */

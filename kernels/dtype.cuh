@@ -92,6 +92,17 @@ __device__ __forceinline__ float sumsq_lane8(float s, const float *v, int j, int
 	return s;
 }
 
+/* The order key of a float's bits: a > b as floats iff mono_key(a) >
+ * mono_key(b) (-0 as +0, so they tie); 0 for NaN, below every number. */
+__device__ __forceinline__ uint32_t mono_key(uint32_t b)
+{
+	if ((b & 0x7fffffffu) > 0x7f800000u)
+		return 0;
+	if (b == 0x80000000u)
+		b = 0;
+	return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+
 } /* namespace tf_dt */
 
 #endif

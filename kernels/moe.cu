@@ -95,12 +95,7 @@ namespace tf_moe {
  * order the CPU's scan picks by. */
 __device__ __forceinline__ uint32_t pick_key(float v)
 {
-	uint32_t b = __float_as_uint(v);
-	if ((b & 0x7fffffffu) > 0x7f800000u)
-		return 1;
-	if (b == 0x80000000u)
-		b = 0;
-	return (b & 0x80000000u ? ~b : b | 0x80000000u) + 1; /* +inf: 0xff800001 */
+	return tf_dt::mono_key(__float_as_uint(v)) + 1; /* +inf: 0xff800001 */
 }
 
 } /* namespace tf_moe */

@@ -55,6 +55,8 @@
  * list instead of the row. */
 #include <stdint.h>
 
+#include "kernels/dtype.cuh"
+
 namespace tf_sample {
 
 constexpr int THREADS = 1024;
@@ -66,11 +68,7 @@ constexpr unsigned FULL = 0xffffffffu;
 /* The order key of a logit's bits: larger = earlier; NaN 0, -0 as +0. */
 __device__ __forceinline__ uint32_t key_of(uint32_t b)
 {
-	if ((b & 0x7fffffffu) > 0x7f800000u)
-		return 0;
-	if (b == 0x80000000u)
-		b = 0;
-	return b & 0x80000000u ? ~b : b | 0x80000000u;
+	return tf_dt::mono_key(b);
 }
 
 /* The float bits of a key (not NaN). */
@@ -198,11 +196,11 @@ __device__ __forceinline__ void pick_digit(select_smem *sm, uint32_t need)
 	__syncthreads();
 }
 
-/* The radix select over keys held in registers, PER a thread (k[j] valid
- * where bit j of valid is set): T and need for the C best (C <= the valid
- * keys). */
-__device__ void select_regs(const uint32_t *k, uint32_t valid, uint32_t C, select_smem *sm,
-			    uint32_t *T, uint32_t *need_out)
+/* The radix select of the C best keys that src adds to the histogram
+ * (src.add(sm, pmask, prefix, shift), every thread): T and need. */
+template <class Src>
+__device__ void select_keys(const Src &src, uint32_t C, select_smem *sm, uint32_t *T,
+			    uint32_t *need_out)
 {
 	int tid = threadIdx.x;
 	uint32_t prefix = 0, pmask = 0, need = C;
@@ -210,9 +208,7 @@ __device__ void select_regs(const uint32_t *k, uint32_t valid, uint32_t C, selec
 		if (tid < 256)
 			sm->hist[tid] = 0;
 		__syncthreads();
-#pragma unroll
-		for (int j = 0; j < PER; j++)
-			hist_add(sm, valid >> j & 1, k[j], pmask, prefix, shift);
+		src.add(sm, pmask, prefix, shift);
 		pick_digit(sm, need);
 		prefix |= sm->digit << shift;
 		pmask |= 255u << shift;
@@ -223,29 +219,43 @@ __device__ void select_regs(const uint32_t *k, uint32_t valid, uint32_t C, selec
 	*need_out = need;
 }
 
-/* The same over n keys of bits in memory (a list larger than a block
- * holds), read from L2 each pass. */
+/* Keys held in registers, PER a thread (k[j] valid where bit j of valid is
+ * set; C <= the valid keys). */
+struct reg_keys {
+	const uint32_t *k;
+	uint32_t valid;
+	__device__ void add(select_smem *sm, uint32_t pmask, uint32_t prefix, int shift) const
+	{
+#pragma unroll
+		for (int j = 0; j < PER; j++)
+			hist_add(sm, valid >> j & 1, k[j], pmask, prefix, shift);
+	}
+};
+
+/* n keys of bits in memory (a list larger than a block holds), read from
+ * L2 each pass. */
+struct mem_keys {
+	const uint32_t *bits;
+	int64_t n;
+	__device__ void add(select_smem *sm, uint32_t pmask, uint32_t prefix, int shift) const
+	{
+		for (int64_t b = 0; b < n; b += THREADS) {
+			int64_t i = b + threadIdx.x;
+			hist_add(sm, i < n, i < n ? key_of(__ldcg(bits + i)) : 0, pmask, prefix, shift);
+		}
+	}
+};
+
+__device__ void select_regs(const uint32_t *k, uint32_t valid, uint32_t C, select_smem *sm,
+			    uint32_t *T, uint32_t *need_out)
+{
+	select_keys(reg_keys{k, valid}, C, sm, T, need_out);
+}
+
 __device__ void select_mem(const uint32_t *bits, int64_t n, uint32_t C, select_smem *sm,
 			   uint32_t *T, uint32_t *need_out)
 {
-	int tid = threadIdx.x;
-	uint32_t prefix = 0, pmask = 0, need = C;
-	for (int shift = 24; shift >= 0; shift -= 8) {
-		if (tid < 256)
-			sm->hist[tid] = 0;
-		__syncthreads();
-		for (int64_t b = 0; b < n; b += THREADS) {
-			int64_t i = b + tid;
-			hist_add(sm, i < n, i < n ? key_of(__ldcg(bits + i)) : 0, pmask, prefix, shift);
-		}
-		pick_digit(sm, need);
-		prefix |= sm->digit << shift;
-		pmask |= 255u << shift;
-		need -= sm->above;
-		__syncthreads();
-	}
-	*T = prefix;
-	*need_out = need;
+	select_keys(mem_keys{bits, n}, C, sm, T, need_out);
 }
 
 /* One tile of the ordered write: this thread's PER keys k (bits b, ids
@@ -283,6 +293,23 @@ __device__ __forceinline__ void write_tile(const uint32_t *k, const uint32_t *b,
 	*eq_run += total >> 16;
 }
 
+/* A thread's PER entries of the list from i0 (bits b, ids idv, keys k;
+ * bit j of the result: entry j is in the list). */
+__device__ __forceinline__ uint32_t load_tile(const uint32_t *lb, const int32_t *li, int64_t n,
+					      int64_t i0, uint32_t *k, uint32_t *b, int32_t *idv)
+{
+	uint32_t valid = 0;
+#pragma unroll
+	for (int j = 0; j < PER; j++) {
+		bool v = i0 + j < n;
+		b[j] = v ? __ldcg(lb + i0 + j) : 0;
+		idv[j] = v ? __ldcg(li + i0 + j) : 0;
+		k[j] = key_of(b[j]);
+		valid |= (uint32_t)v << j;
+	}
+	return valid;
+}
+
 /* The merge in the row's last block: the C best of the row's list (n bits
  * and ids, in id order) to values and ids, in id order. */
 __device__ void merge(const uint32_t *lb, const int32_t *li, int64_t n, uint32_t C,
@@ -290,34 +317,17 @@ __device__ void merge(const uint32_t *lb, const int32_t *li, int64_t n, uint32_t
 {
 	int tid = threadIdx.x;
 	uint32_t *ob = (uint32_t *)values, gt_run = 0, eq_run = 0, T, need;
-	uint32_t k[PER], b[PER], valid = 0;
+	uint32_t k[PER], b[PER];
 	int32_t idv[PER];
 	if (n <= CHUNK) {
-		int64_t i0 = (int64_t)tid * PER;
-#pragma unroll
-		for (int j = 0; j < PER; j++) {
-			bool v = i0 + j < n;
-			b[j] = v ? __ldcg(lb + i0 + j) : 0;
-			idv[j] = v ? __ldcg(li + i0 + j) : 0;
-			k[j] = key_of(b[j]);
-			valid |= (uint32_t)v << j;
-		}
+		uint32_t valid = load_tile(lb, li, n, (int64_t)tid * PER, k, b, idv);
 		select_regs(k, valid, C, sm, &T, &need);
 		write_tile(k, b, idv, valid, T, need, &gt_run, &eq_run, ob, ids, sm);
 		return;
 	}
 	select_mem(lb, n, C, sm, &T, &need);
 	for (int64_t base = 0; base < n; base += CHUNK) {
-		int64_t i0 = base + (int64_t)tid * PER;
-		valid = 0;
-#pragma unroll
-		for (int j = 0; j < PER; j++) {
-			bool v = i0 + j < n;
-			b[j] = v ? __ldcg(lb + i0 + j) : 0;
-			idv[j] = v ? __ldcg(li + i0 + j) : 0;
-			k[j] = key_of(b[j]);
-			valid |= (uint32_t)v << j;
-		}
+		uint32_t valid = load_tile(lb, li, n, base + (int64_t)tid * PER, k, b, idv);
 		write_tile(k, b, idv, valid, T, need, &gt_run, &eq_run, ob, ids, sm);
 	}
 }
