@@ -71,25 +71,43 @@ __device__ __forceinline__ void store(void *p, int dt, int64_t i, float v)
 		static_cast<uint16_t *>(p)[i] = dt == DT_BF16 ? f32_bf16(v) : f32_f16(v);
 }
 
-/* s + v[i]^2 for i = j, j + 8, ... below lim, in index order, IEEE
- * products and sums: lane j of the CPU's eight-lane sum of squares
- * (cpu_dot). Eight loads are issued ahead of their adds, since a shared
- * load's latency, not the add's, sets the pace of the chain. */
-__device__ __forceinline__ float sumsq_lane8(float s, const float *v, int j, int lim)
+/* The wide order of the n-long sums of rmsnorm and the Engram gate
+ * (libcore/compute/cpu_impl.h CPU_WIDE): thread t of a block of exactly
+ * WIDE threads holds partial t (the elements i = t mod WIDE in increasing
+ * i, IEEE products and sums); wide_fold returns to every thread the fold
+ * in halves, s[j] = s[j] + s[j + w] for w = 128, ..., 1, bit for bit the
+ * CPU's. sh: WIDE + 1 floats of shared memory that no other fold uses
+ * while this one runs (the sum passes through sh[WIDE]). */
+constexpr int WIDE = 256;
+
+/* The fold of the WIDE partials sh[0 .. WIDE) by one whole warp, the sum
+ * on lane 0. */
+__device__ __forceinline__ float wide_fold_warp(const float *sh)
 {
-	int i = j;
-	for (; i + 56 < lim; i += 64) {
-		float a[8];
+	const int l = threadIdx.x & 31;
+	/* w = 128, 64, 32 over shared memory (lane l: j = l + 32 k) */
+	float a0 = __fadd_rn(sh[l], sh[l + 128]), a1 = __fadd_rn(sh[l + 32], sh[l + 160]);
+	float a2 = __fadd_rn(sh[l + 64], sh[l + 192]), a3 = __fadd_rn(sh[l + 96], sh[l + 224]);
+	float c = __fadd_rn(__fadd_rn(a0, a2), __fadd_rn(a1, a3));
+	/* w = 16 .. 1: lane j < w adds lane j ^ w = j + w */
 #pragma unroll
-		for (int u = 0; u < 8; u++)
-			a[u] = v[i + 8 * u];
-#pragma unroll
-		for (int u = 0; u < 8; u++)
-			s = __fadd_rn(s, __fmul_rn(a[u], a[u]));
+	for (int w = 16; w > 0; w >>= 1)
+		c = __fadd_rn(c, __shfl_xor_sync(0xffffffffu, c, w));
+	return c;
+}
+
+__device__ __forceinline__ float wide_fold(float s, float *sh)
+{
+	const int t = threadIdx.x;
+	sh[t] = s;
+	__syncthreads();
+	if (t < 32) {
+		float c = wide_fold_warp(sh);
+		if (t == 0)
+			sh[WIDE] = c;
 	}
-	for (; i < lim; i += 8)
-		s = __fadd_rn(s, __fmul_rn(v[i], v[i]));
-	return s;
+	__syncthreads();
+	return sh[WIDE];
 }
 
 /* The order key of a float's bits: a > b as floats iff mono_key(a) >

@@ -40,18 +40,20 @@
  *   reads all S streams at its d before it writes, so out may alias x.
  *   Grid (R, ceil(D / 256)), block 256; S <= 4. Bit-exact.
  * tf_mhc_engram: one block (256 threads) a (row, stream), grid R S, the
- *   CPU's sums in the CPU's order: acc = sum_d (h qk) key, one fp32 chain
- *   of D adds (thread 0), and cpu_dot's 8 interleaved partials of h . h and
- *   key . key (lanes 0-7 of warps 1 and 2); all threads stage ENGRAM_CHUNK
- *   values of (h qk) key, h and key in shared memory (24 KiB) for the
- *   chains. Then dot = ((acc rms(h)^-1) rms(key)^-1) / sqrtf(D), mag =
+ *   CPU's sums in the CPU's order: cpu_engram_gate's wide order
+ *   (libcore/compute/cpu_impl.h, dtype.cuh wide_fold): thread j holds
+ *   partial j of acc = sum_d (h qk) key, of h . h and of key . key over d
+ *   = j mod 256 in increasing d, then three folds in halves (warps 0, 1,
+ *   2). Then dot = ((acc rms(h)^-1) rms(key)^-1) / sqrtf(D), mag =
  *   sqrtf(max(|dot|, clamp)), gate = 1 / (1 + expf(-(dot < 0 ? -mag :
- *   mag))), or 0 where blocked; out = bf(h + gate val). Every read of the
- *   row for the gate comes before a barrier and a thread rewrites only what
- *   it read, so out may alias x. Bit-exact wherever expf is: the gate is
- *   sensitive near dot = 0 (a reordered sum was seen 8 bf16 ulps off), so
- *   the sums must be the CPU's; the chain of D dependent adds bounds a call
- *   at about 4 D cycles.
+ *   mag))), or 0 where blocked; out = bf(h + gate val). D <= 6144: every
+ *   value a thread needs (24 of h, key, qk, val) is loaded at once and
+ *   held in registers; longer rows are read twice. Every read of the row
+ *   comes before the folds' barrier and a thread rewrites only what it
+ *   read, so out may alias x. Bit-exact wherever expf is (the gate is
+ *   sensitive near dot = 0, so the sums must be the CPU's: a reordered sum
+ *   was seen 8 bf16 ulps off). Before (one chain of D adds on thread 0)
+ *   42.7 us at one row; predicted now (not measured) about 3-4 us.
  * tf_mhc_stream_mean: out [R, D] = bf(((0 + X_0) + X_1 ...) / S), stream
  *   order, one division. Grid (R, ceil(D / 256)), block 256; any S.
  *   Bit-exact. */
@@ -70,7 +72,7 @@ constexpr int MIX_CHUNK = 1024;
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
 constexpr int FINISH_ROWS = 4; /* tf_mhc_mix_finish: warps (rows) a block */
-constexpr int ENGRAM_CHUNK = 2048; /* values staged in shared memory at a time */
+constexpr int ENGRAM_REGS = 24; /* tf_mhc_engram: D <= 24 WIDE held in registers */
 
 /* expf(x), correctly rounded. */
 __device__ __forceinline__ float exp_rn(float x)
@@ -255,81 +257,97 @@ tf_mhc_post(const void *x, int32_t x_dt, const void *b, int32_t b_dt, const floa
 
 namespace tf_mhc {
 
-/* cpu_dot's pairwise sum of its 8 lanes. */
-__device__ __forceinline__ float dot8_sum(const float *s)
+/* The Engram gate from the three wide sums (cpu_engram_gate's steps):
+ * dot = ((acc rms(h)^-1) rms(key)^-1) / sqrtf(D), sgn(dot) sqrt(max(|dot|,
+ * clamp)) through the sigmoid. */
+__device__ __forceinline__ float engram_gate_of(float acc, float hh, float kk, int64_t D, float eps,
+						float clamp)
 {
-	return __fadd_rn(__fadd_rn(__fadd_rn(s[0], s[1]), __fadd_rn(s[2], s[3])),
-			 __fadd_rn(__fadd_rn(s[4], s[5]), __fadd_rn(s[6], s[7])));
+	float dot = __fdiv_rn(__fmul_rn(__fmul_rn(acc, rms_scale(hh, D, eps)), rms_scale(kk, D, eps)),
+			      __fsqrt_rn((float)D));
+	float mag = __fsqrt_rn(fabsf(dot) > clamp ? fabsf(dot) : clamp);
+	return sigmoid_rn(dot < 0 ? -mag : mag); /* sgn(0) = +1 */
 }
 
-/* cpu_dot's lane j of v . v over one staged chunk v [m] at c0 (c0 a
- * multiple of 8): indices c0 + i = j mod 8 below n8 = n - n % 8, then the
- * tail index n8 + j, in index order. */
-__device__ __forceinline__ float sumsq8_lane(float s, const float *v, int64_t c0, int m,
-					     int64_t n, int j)
+/* The three folds of the gate at once: warp k folds sh[k] (tf_dt::wide_fold);
+ * every thread gets the sums. */
+__device__ __forceinline__ void engram_folds(float (*sh)[WIDE + 1], float p, float hh, float kk,
+					     float *acc, float *hs, float *ks)
 {
-	const int64_t n8 = n - n % 8;
-	const int lim = n8 - c0 < m ? (int)(n8 - c0 > 0 ? n8 - c0 : 0) : m;
-	s = sumsq_lane8(s, v, j, lim);
-	int64_t t = n8 + j - c0;
-	if (n8 + j < n && t >= 0 && t < m)
-		s = __fadd_rn(s, __fmul_rn(v[t], v[t]));
-	return s;
+	const int t = threadIdx.x, warp = t >> 5;
+	sh[0][t] = p;
+	sh[1][t] = hh;
+	sh[2][t] = kk;
+	__syncthreads();
+	if (warp < 3) {
+		float c = wide_fold_warp(sh[warp]);
+		if ((t & 31) == 0)
+			sh[warp][WIDE] = c;
+	}
+	__syncthreads();
+	*acc = sh[0][WIDE];
+	*hs = sh[1][WIDE];
+	*ks = sh[2][WIDE];
 }
 
 } /* namespace tf_mhc */
 
-extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
+extern "C" __global__ void __launch_bounds__(tf_dt::WIDE)
 tf_mhc_engram(const void *x, int32_t x_dt, const void *kv, int32_t kv_dt, const float *qk,
 	      const uint8_t *blocked, void *out, int32_t out_dt, int32_t S, int64_t D, float eps,
 	      float clamp)
 {
 	using namespace tf_mhc;
-	/* a chunk of (h qk) key, h and key, staged by all threads for the chains */
-	__shared__ float sp[ENGRAM_CHUNK], sh[ENGRAM_CHUNK], sk[ENGRAM_CHUNK];
-	__shared__ float part[17]; /* acc, then cpu_dot's 8 lanes of h . h and of key . key */
+	__shared__ float sh[3][WIDE + 1];
 	const int64_t r = blockIdx.x / S, s = blockIdx.x % S;
 	const int64_t h0 = (r * S + s) * D, k0 = (r * (S + 1) + s) * D, v0 = (r * (S + 1) + S) * D;
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int t = threadIdx.x;
 	const bool on = !blocked || !blocked[r];
 	const float *q = qk + s * D;
-	float acc = 0.0f; /* thread 0: the chain; warps 1, 2, lanes < 8: cpu_dot lanes */
-	for (int64_t c0 = 0; on && c0 < D; c0 += ENGRAM_CHUNK) {
-		int m = D - c0 < ENGRAM_CHUNK ? (int)(D - c0) : ENGRAM_CHUNK;
-		for (int i = threadIdx.x; i < m; i += THREADS) {
-			float h = load(x, x_dt, h0 + c0 + i), key = load(kv, kv_dt, k0 + c0 + i);
-			sp[i] = __fmul_rn(__fmul_rn(h, q[c0 + i]), key);
-			sh[i] = h;
-			sk[i] = key;
+	/* thread t: partial t of the wide order of (h qk) key, h h and key key */
+	float p = 0.0f, hh = 0.0f, kk = 0.0f, acc, hs, ks;
+	if (D <= ENGRAM_REGS * WIDE) {
+		/* every load of the (row, stream) issued at once, h and val held to the end */
+		float hv[ENGRAM_REGS], vv[ENGRAM_REGS], kev[ENGRAM_REGS], qv[ENGRAM_REGS];
+#pragma unroll
+		for (int u = 0; u < ENGRAM_REGS; u++) {
+			const int64_t i = t + (int64_t)u * WIDE;
+			const bool in = i < D;
+			hv[u] = in ? load(x, x_dt, h0 + i) : 0.0f;
+			vv[u] = in ? load(kv, kv_dt, v0 + i) : 0.0f;
+			kev[u] = in && on ? load(kv, kv_dt, k0 + i) : 0.0f;
+			qv[u] = in && on ? q[i] : 0.0f;
 		}
-		__syncthreads();
-		if (threadIdx.x == 0) {
-#pragma unroll 8
-			for (int i = 0; i < m; i++)
-				acc = __fadd_rn(acc, sp[i]);
-		} else if (warp == 1 && lane < 8) {
-			acc = sumsq8_lane(acc, sh, c0, m, D, lane);
-		} else if (warp == 2 && lane < 8) {
-			acc = sumsq8_lane(acc, sk, c0, m, D, lane);
+#pragma unroll
+		for (int u = 0; u < ENGRAM_REGS; u++)
+			if (t + (int64_t)u * WIDE < D) {
+				p = __fadd_rn(p, __fmul_rn(__fmul_rn(hv[u], qv[u]), kev[u]));
+				hh = __fadd_rn(hh, __fmul_rn(hv[u], hv[u]));
+				kk = __fadd_rn(kk, __fmul_rn(kev[u], kev[u]));
+			}
+		engram_folds(sh, p, hh, kk, &acc, &hs, &ks);
+		const float gate = on ? engram_gate_of(acc, hs, ks, D, eps, clamp) : 0.0f;
+		/* every read of the row came before the folds' barrier and a
+		 * thread rewrites only what it read: out may alias x */
+#pragma unroll
+		for (int u = 0; u < ENGRAM_REGS; u++) {
+			const int64_t i = t + (int64_t)u * WIDE;
+			if (i < D)
+				store(out, out_dt, h0 + i, __fadd_rn(hv[u], __fmul_rn(gate, vv[u])));
 		}
-		__syncthreads();
+		return;
 	}
-	if (threadIdx.x == 0)
-		part[0] = acc;
-	else if ((warp == 1 || warp == 2) && lane < 8)
-		part[1 + 8 * (warp - 1) + lane] = acc;
-	__syncthreads();
-	float gate = 0.0f;
-	if (on) {
-		float dot = __fdiv_rn(__fmul_rn(__fmul_rn(part[0], rms_scale(dot8_sum(part + 1), D, eps)),
-						rms_scale(dot8_sum(part + 9), D, eps)),
-				      __fsqrt_rn((float)D));
-		float mag = __fsqrt_rn(fabsf(dot) > clamp ? fabsf(dot) : clamp);
-		gate = sigmoid_rn(dot < 0 ? -mag : mag); /* sgn(0) = +1 */
+	for (int64_t i = t; on && i < D; i += WIDE) {
+		const float h = load(x, x_dt, h0 + i), key = load(kv, kv_dt, k0 + i);
+		p = __fadd_rn(p, __fmul_rn(__fmul_rn(h, q[i]), key));
+		hh = __fadd_rn(hh, __fmul_rn(h, h));
+		kk = __fadd_rn(kk, __fmul_rn(key, key));
 	}
-	for (int64_t d = threadIdx.x; d < D; d += THREADS) {
-		float h = load(x, x_dt, h0 + d);
-		store(out, out_dt, h0 + d, __fadd_rn(h, __fmul_rn(gate, load(kv, kv_dt, v0 + d))));
+	engram_folds(sh, p, hh, kk, &acc, &hs, &ks);
+	const float gate = on ? engram_gate_of(acc, hs, ks, D, eps, clamp) : 0.0f;
+	for (int64_t i = t; i < D; i += WIDE) {
+		const float h = load(x, x_dt, h0 + i);
+		store(out, out_dt, h0 + i, __fadd_rn(h, __fmul_rn(gate, load(kv, kv_dt, v0 + i))));
 	}
 }
 

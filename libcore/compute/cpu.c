@@ -19,6 +19,45 @@ float cpu_rms_scale(const float *x, int64_t n, float eps)
 	return 1.0f / sqrtf(ms + eps);
 }
 
+/* The wide order's fold (cpu_impl.h): s[j] += s[j + w], w halving. */
+static float wide_fold(float *s)
+{
+	for (int w = CPU_WIDE / 2; w > 0; w >>= 1)
+		for (int j = 0; j < w; j++)
+			s[j] += s[j + w];
+	return s[0];
+}
+
+float cpu_wide_sumsq(const float *x, int64_t n)
+{
+	float s[CPU_WIDE] = {0};
+	int64_t i = 0;
+	for (; i + CPU_WIDE <= n; i += CPU_WIDE)
+		for (int j = 0; j < CPU_WIDE; j++)
+			s[j] += x[i + j] * x[i + j];
+	for (int j = 0; i + j < n; j++)
+		s[j] += x[i + j] * x[i + j];
+	return wide_fold(s);
+}
+
+float cpu_wide_dot3(const float *a, const float *b, const float *c, int64_t n)
+{
+	float s[CPU_WIDE] = {0};
+	int64_t i = 0;
+	for (; i + CPU_WIDE <= n; i += CPU_WIDE)
+		for (int j = 0; j < CPU_WIDE; j++)
+			s[j] += a[i + j] * b[i + j] * c[i + j];
+	for (int j = 0; i + j < n; j++)
+		s[j] += a[i + j] * b[i + j] * c[i + j];
+	return wide_fold(s);
+}
+
+float cpu_wide_rms_scale(const float *x, int64_t n, float eps)
+{
+	float ms = cpu_wide_sumsq(x, n) / (float)n;
+	return 1.0f / sqrtf(ms + eps);
+}
+
 /* ---- memory ---- */
 
 static tf_status cpu_alloc(struct tf_be *be, struct tf_tensor *t)

@@ -149,7 +149,7 @@ static void norm_part(void *ctx, size_t begin, size_t end, int worker)
 	float *v = cpu_scratch(j->buf, worker, j->n);
 	for (size_t r = begin; r < end; r++) {
 		cpu_load(j->x, (int64_t)r * j->n, j->n, v);
-		float s = cpu_rms_scale(v, j->n, j->eps);
+		float s = cpu_wide_rms_scale(v, j->n, j->eps); /* kernels/dense.cu's order */
 		for (int64_t i = 0; i < j->n; i++)
 			v[i] = v[i] * s * j->w[i];
 		cpu_store(j->y, (int64_t)r * j->n, j->n, v);

@@ -102,8 +102,25 @@ static inline float cpu_sumsq(const float *a, int64_t n)
 	return cpu_dot(a, a, n);
 }
 
-/* (mean(x^2) + eps)^-1/2 in fp32. */
+/* (mean(x^2) + eps)^-1/2 in fp32, the sum of squares as cpu_dot's. */
 float cpu_rms_scale(const float *x, int64_t n, float eps);
+
+/* The wide order of the n-long sums of rmsnorm and the Engram gate, which
+ * their kernels (kernels/dense.cu tf_dense_rmsnorm, kernels/mhc.cu
+ * tf_mhc_engram) follow bit for bit with a thread a partial: CPU_WIDE
+ * interleaved fp32 partials, partial j over the elements i = j mod
+ * CPU_WIDE in increasing i (IEEE products and sums, no contraction), then
+ * folded in halves: for w = CPU_WIDE / 2, ..., 2, 1: s[j] = s[j] + s[j + w]
+ * for j < w; the sum is s[0]. The partials' loop vectorises (no chain
+ * across the 256 lanes), so it costs no more than cpu_dot's 8 partials. */
+#define CPU_WIDE 256
+/* sum x[i]^2 in the wide order. */
+float cpu_wide_sumsq(const float *x, int64_t n);
+/* sum (a[i] b[i]) c[i] in the wide order. */
+float cpu_wide_dot3(const float *a, const float *b, const float *c, int64_t n);
+/* (mean(x^2) + eps)^-1/2 in fp32 over cpu_wide_sumsq: 1 / sqrtf(ss / n +
+ * eps). */
+float cpu_wide_rms_scale(const float *x, int64_t n, float eps);
 
 /* Per-thread scratch: n floats for worker w of a call, from one block
  * allocated by the caller (workers * n floats). */

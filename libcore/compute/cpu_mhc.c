@@ -204,11 +204,10 @@ static void engram_part(void *ctx, size_t begin, size_t end, int worker)
 			if (!off) {
 				cpu_load(j->kv, (r * (S + 1) + s) * D, D, key);
 				const float *qs = j->qk + s * D;
-				float acc = 0;
-				for (int64_t d = 0; d < D; d++)
-					acc += h[d] * qs[d] * key[d];
-				float dot = acc * cpu_rms_scale(h, D, j->eps) *
-					    cpu_rms_scale(key, D, j->eps) / sd;
+				/* the wide order of tf_mhc_engram (cpu_impl.h) */
+				float acc = cpu_wide_dot3(h, qs, key, D);
+				float dot = acc * cpu_wide_rms_scale(h, D, j->eps) *
+					    cpu_wide_rms_scale(key, D, j->eps) / sd;
 				float mag = sqrtf(fabsf(dot) > j->clamp ? fabsf(dot) : j->clamp);
 				gate = sigmoid(dot < 0 ? -mag : mag); /* sgn(0) = +1 */
 			}
