@@ -13,26 +13,49 @@
  * rounded, as glibc's expf is in all but rare last-bit cases). Subnormal
  * fp32 intermediates (below 1.2e-38) flush to zero here and not on the CPU.
  *
- * hc_mix, two launches:
- *   tf_mhc_mix_dot: part [R, chunks, M + 1] f32, for each row r and chunk
- *     c of MIX_CHUNK flattened values f = X_r (n = S D): the M = 2S + S^2
- *     dot products f . fn_t and the sum of squares f . f over the chunk,
- *     fp32 (fma), each thread a strided part, then warp shuffles and warps
- *     in order. fn [M, n] f32. Grid (ceil(R / MIX_ROWS), ceil(n /
- *     MIX_CHUNK)), block 256: each block reads its chunk of fn once for
- *     MIX_ROWS rows. S <= 4 (M <= MIX_M).
- *   tf_mhc_mix_finish: one warp a row (4 rows a block of 128), lane t
- *   holding value t of [pre | post | comb]: the chunks summed in order, then
- *   the CPU's steps in the CPU's order and roundings (sums of a row or
- *   column of comb gathered by shuffles and added in index order on every
- *   lane): rs = 1 / sqrtf(ss / n + eps), m_t = dot_t rs, pre, post, the
- *   row softmax (+ hc_eps) and the Sinkhorn passes (column pass, then
- *   iters - 1 x row, column). The only difference from the CPU is the
- *   order of the n-long sums (cpu_dot runs 8 interleaved partials, each
- *   sequential over n / 8 values): measured on the H200 at S = 4, D = 5120
- *   against an fp64 reference, comb is within 4e-6 relative here and within
- *   4e-5 on the CPU, so the two differ by up to ~4e-5 relative, pre and
- *   post by ~2e-5; at D = 64 they agree to 1e-6.
+ * hc_mix, one launch, tf_mhc_mix_r<ROWS>o<OPW> (ROWS rows a row group,
+ *   OPW outputs a warp; cuda_mhc.c picks r1o1 at 1 row, r4o1 up to 16,
+ *   r4o5 up to 64, r8o5 past that). fn [M, n] f32, M = 2S + S^2, S <= 4;
+ *   the M + 1 outputs of a row are the M dots f . fn_t and the sum of
+ *   squares f . f (output M) of its flattened f = X_r (n = S D).
+ *   The sums, in one order for every kernel and row count (so a row's bits
+ *   never depend on R, nor on which kernel ran): n is cut into chunks of
+ *   MIX_CHUNK = 512; in chunk c lane l of a warp holds the values c0 + 64 j
+ *   + 2 l and the next, j = 0..7, and sums their products into one fp32
+ *   fma chain in that order; the 32 lanes are added by xor (16, 8, 4, 2,
+ *   1); part [R, M + 1, chunks] f32 holds those; a row's output is lane l
+ *   summing chunks l, l + 32, ... in order, then the lanes by xor again.
+ *   A warp's task is (row group, chunk, outputs og + NG k for k < OPW, NG
+ *   = ceil((M + 1) / OPW)), 8 tasks a block of 256, grid (ceil(chunks NG /
+ *   8), row groups): at one row of the release (n = 20480) 1000 warps
+ *   over 125 blocks, each lane 16 values of fn (8 float2 loads) and of x.
+ *   The last block of a row group to count itself (atomicAdd on the
+ *   group's counter after a __threadfence; cuda_impl.h
+ *   cuda_mix_counters) sums its rows' chunks (reads past L1, __ldcg),
+ *   sets the counter back to 0 for the next launch or graph replay, and
+ *   runs the rows' mix, one warp a row, lane t holding value t of [pre |
+ *   post | comb]: the CPU's steps in the CPU's order and roundings (sums
+ *   of a row or column of comb gathered by shuffles and added in index
+ *   order on every lane): rs = 1 / sqrtf(ss / n + eps), m_t = dot_t rs,
+ *   pre, post, the row softmax (+ hc_eps) and the Sinkhorn passes (column
+ *   pass, then iters - 1 x row, column). No float sum depends on arrival
+ *   order: the same inputs give the same bits on every run.
+ *   Accuracy: the only difference from the CPU is the order of the n-long
+ *   sums (cpu_dot runs 8 interleaved partials, each sequential over n / 8
+ *   values; here chains of 16 in a three-level tree, closer to exact).
+ *   Measured on the H200 with the previous order (chunks of 1024, strided
+ *   chains of 4, then 256 threads and 20 chunks in sequence) at S = 4, D
+ *   = 5120 against an fp64 reference: comb within 4e-6 relative there and
+ *   within 4e-5 on the CPU, so the two differ by up to ~4e-5 relative,
+ *   pre and post by ~2e-5; at D = 64 they agree to 1e-6. This order,
+ *   emulated in C (tools/mix-order.c, gpu_ops' inputs, 64 rows at D =
+ *   5120; not yet run on the device): of each part's largest value, comb
+ *   within 3.5e-7 of fp64 here against 4.0e-6 on the CPU, pre and post
+ *   1.5e-7 against 2e-6, GPU against CPU 3.9e-6 (4e-7 at D = 96); the
+ *   CPU's error dominates, as before, well inside gpu_ops' 1e-5.
+ *   Before, two launches took 35-37 us + 12.1 us at one row (20 blocks
+ *   of 96 KiB of fn, a warp a row summing 20 chunks); predicted now (not
+ *   measured): 5-7 us at 1 row, 6-8 at 16, 8-10 at 64, 150-250 at 4096.
  * tf_mhc_collapse: c [R, D] = bf((0 + pre_0 X_0) + pre_1 X_1 ...), stream
  *   order, unfused. Grid (R, ceil(D / 256)), block 256; any S. Bit-exact.
  * tf_mhc_post: X'_t = bf((post_t b + comb[0][t] X_0) + ... comb[S-1][t]
@@ -66,12 +89,9 @@ namespace tf_mhc {
 using namespace tf_dt;
 
 constexpr int MAX_S = 4;
-constexpr int MIX_M = 2 * MAX_S + MAX_S * MAX_S;
-constexpr int MIX_ROWS = 4;
-constexpr int MIX_CHUNK = 1024;
+constexpr int MIX_CHUNK = 512; /* flattened values a warp's task: 8 pairs a lane */
 constexpr int THREADS = 256;
-constexpr int WARPS = THREADS / 32;
-constexpr int FINISH_ROWS = 4; /* tf_mhc_mix_finish: warps (rows) a block */
+constexpr int MIX_WARPS = THREADS / 32; /* warps (tasks) a block of the mix */
 constexpr int ENGRAM_REGS = 24; /* tf_mhc_engram: D <= 24 WIDE held in registers */
 
 /* expf(x), correctly rounded. */
@@ -92,65 +112,6 @@ __device__ __forceinline__ float rms_scale(float ss, int64_t n, float eps)
 	return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)n), eps)));
 }
 
-__device__ __forceinline__ float warp_sum(float v)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
-} /* namespace tf_mhc */
-
-extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
-tf_mhc_mix_dot(const void *x, int32_t x_dt, const float *fn, float *part, int64_t R, int64_t n,
-	       int32_t M)
-{
-	using namespace tf_mhc;
-	__shared__ float red[WARPS][MIX_ROWS][MIX_M + 1];
-	const int64_t r0 = (int64_t)blockIdx.x * MIX_ROWS, c0 = (int64_t)blockIdx.y * MIX_CHUNK;
-	const int64_t c1 = c0 + MIX_CHUNK < n ? c0 + MIX_CHUNK : n;
-	const int nr = R - r0 < MIX_ROWS ? (int)(R - r0) : MIX_ROWS;
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	float acc[MIX_ROWS][MIX_M + 1] = {}; /* [.][MIX_M]: the sum of squares */
-	for (int64_t i = c0 + threadIdx.x; i < c1; i += THREADS) {
-		float f[MIX_ROWS];
-#pragma unroll
-		for (int q = 0; q < MIX_ROWS; q++) {
-			f[q] = q < nr ? load(x, x_dt, (r0 + q) * n + i) : 0.0f;
-			acc[q][MIX_M] += f[q] * f[q];
-		}
-#pragma unroll
-		for (int t = 0; t < MIX_M; t++)
-			if (t < M) {
-				float w = __ldg(fn + t * n + i);
-#pragma unroll
-				for (int q = 0; q < MIX_ROWS; q++)
-					acc[q][t] += w * f[q];
-			}
-	}
-#pragma unroll
-	for (int q = 0; q < MIX_ROWS; q++)
-		if (q < nr)
-#pragma unroll
-			for (int t = 0; t <= MIX_M; t++)
-				if (t < M || t == MIX_M) {
-					float v = warp_sum(acc[q][t]);
-					if (lane == 0)
-						red[warp][q][t] = v;
-				}
-	__syncthreads();
-	const int64_t chunks = gridDim.y;
-	for (int j = threadIdx.x; j < nr * (M + 1); j += THREADS) {
-		int q = j / (M + 1), o = j % (M + 1), t = o < M ? o : MIX_M;
-		float v = 0.0f;
-		for (int w = 0; w < WARPS; w++)
-			v += red[w][q][t];
-		part[((r0 + q) * chunks + blockIdx.y) * (M + 1) + o] = v;
-	}
-}
-
-namespace tf_mhc {
-
 /* The sum of lane src(0), ..., src(S-1)'s v, added in that order (every
  * lane of the warp calls it). */
 __device__ __forceinline__ float lanes_sum(float v, int first, int stride, int S)
@@ -164,24 +125,56 @@ __device__ __forceinline__ float lanes_sum(float v, int first, int stride, int S
 	return s;
 }
 
-} /* namespace tf_mhc */
-
-extern "C" __global__ void __launch_bounds__(tf_mhc::FINISH_ROWS * 32)
-tf_mhc_mix_finish(const float *part, int32_t chunks, const float *base, const float *scale,
-		  float *pre, float *post, float *comb, int64_t R, int64_t n, int32_t S, float eps,
-		  float hc_eps, int32_t iters, float alpha)
+/* The sum of v over the warp, lanes combined by xor (16, 8, 4, 2, 1): the
+ * same bits on every run and for every caller. */
+__device__ __forceinline__ float warp_tree(float v)
 {
-	using namespace tf_mhc;
-	/* one warp a row; lane t holds value t of [pre S | post S | comb S x S] */
-	const int64_t r = (int64_t)blockIdx.x * FINISH_ROWS + (threadIdx.x >> 5);
-	if (r >= R)
-		return; /* whole warps: the shuffles below see full warps */
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* Values i and i + 1 of row `row` of p (dtype dt, rows of n), 0 at and
+ * past n; pair: n even and p aligned for the pair (one 4- or 8-byte load). */
+__device__ __forceinline__ float2 load2(const void *p, int dt, int64_t row, int64_t i, int64_t n,
+					bool pair)
+{
+	if (i >= n)
+		return make_float2(0.0f, 0.0f);
+	const int64_t k = row * n + i;
+	if (pair) {
+		if (dt == DT_F32)
+			return *reinterpret_cast<const float2 *>(static_cast<const float *>(p) + k);
+		const uint32_t u = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(p) + k);
+		const uint16_t lo = (uint16_t)(u & 0xffffu), hi = (uint16_t)(u >> 16);
+		return dt == DT_BF16 ? make_float2(bf16_f32(lo), bf16_f32(hi))
+				     : make_float2(f16_f32(lo), f16_f32(hi));
+	}
+	return make_float2(load(p, dt, k), i + 1 < n ? load(p, dt, k + 1) : 0.0f);
+}
+
+/* fn's values i, i + 1 of output o (rows of n f32), 0 at and past n. */
+__device__ __forceinline__ float2 load2_fn(const float *fn, int64_t o, int64_t i, int64_t n,
+					   bool pair)
+{
+	if (i >= n)
+		return make_float2(0.0f, 0.0f);
+	const float *f = fn + o * n + i;
+	if (pair)
+		return __ldg(reinterpret_cast<const float2 *>(f));
+	return make_float2(__ldg(f), i + 1 < n ? __ldg(f + 1) : 0.0f);
+}
+
+/* The CPU's steps of a row's mix from its sums (one warp, every lane
+ * calls it): lane t holds v = value t of [dot_0 .. dot_M-1 | ss] (lanes
+ * past M: 0); lane t's output is value t of [pre S | post S | comb S x
+ * S]. */
+__device__ __forceinline__ void mix_row(float v, int64_t r, const float *base, const float *scale,
+					float *pre, float *post, float *comb, int64_t n, int S,
+					float eps, float hc_eps, int iters, float alpha)
+{
 	const int t = threadIdx.x & 31, M = 2 * S + S * S;
-	const float *p = part + r * chunks * (M + 1);
-	float v = 0.0f; /* lanes 0..M: the chunks summed in order, lane M the sum of squares */
-	if (t <= M)
-		for (int ch = 0; ch < chunks; ch++)
-			v = __fadd_rn(v, p[ch * (M + 1) + t]);
 	float rs = rms_scale(__shfl_sync(0xffffffffu, v, M), n, eps);
 	float m = __fmul_rn(v, rs);
 	int sel = t < S ? 0 : t < 2 * S ? 1 : 2;
@@ -210,6 +203,119 @@ tf_mhc_mix_finish(const float *part, int32_t chunks, const float *base, const fl
 	if (ce >= 0 && ce < S * S)
 		comb[r * S * S + ce] = c;
 }
+
+/* tf_mhc_mix_r<ROWS>o<OPW>: see the opening comment. */
+template <int ROWS, int OPW>
+__device__ __forceinline__ void mix(const void *x, int x_dt, int pair, const float *fn,
+				    float *part, unsigned *count, const float *base,
+				    const float *scale, float *pre, float *post, float *comb,
+				    int64_t R, int64_t n, int S, float eps, float hc_eps, int iters,
+				    float alpha)
+{
+	__shared__ float red[ROWS][32];
+	__shared__ int last;
+	const int M = 2 * S + S * S, NO = M + 1, NG = (NO + OPW - 1) / OPW;
+	const int64_t chunks = (n + MIX_CHUNK - 1) / MIX_CHUNK, rg = blockIdx.y, r0 = rg * ROWS;
+	const int nr = R - r0 < ROWS ? (int)(R - r0) : ROWS;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int64_t task = (int64_t)blockIdx.x * MIX_WARPS + warp;
+	if (task < chunks * NG) {
+		/* the warp's task: chunk c, outputs og + NG k (k < OPW; output M
+		 * is the sum of squares), rows r0 .. r0 + nr - 1 */
+		const int64_t c = task / NG, c0 = c * MIX_CHUNK;
+		const int og = (int)(task % NG);
+		float acc[ROWS][OPW];
+#pragma unroll
+		for (int q = 0; q < ROWS; q++)
+#pragma unroll
+			for (int k = 0; k < OPW; k++)
+				acc[q][k] = 0.0f;
+#pragma unroll
+		for (int j = 0; j < MIX_CHUNK / 64; j++) {
+			/* lane l's pair j: values c0 + 64 j + 2 l and the next */
+			const int64_t i = c0 + 64 * j + 2 * lane;
+			float2 f[ROWS];
+#pragma unroll
+			for (int q = 0; q < ROWS; q++)
+				f[q] = q < nr ? load2(x, x_dt, r0 + q, i, n, pair) : make_float2(0.0f, 0.0f);
+#pragma unroll
+			for (int k = 0; k < OPW; k++) {
+				const int o = og + NG * k;
+				if (o < M) {
+					const float2 w = load2_fn(fn, o, i, n, pair);
+#pragma unroll
+					for (int q = 0; q < ROWS; q++) {
+						acc[q][k] = __fmaf_rn(w.x, f[q].x, acc[q][k]);
+						acc[q][k] = __fmaf_rn(w.y, f[q].y, acc[q][k]);
+					}
+				} else if (o == M) {
+#pragma unroll
+					for (int q = 0; q < ROWS; q++) {
+						acc[q][k] = __fmaf_rn(f[q].x, f[q].x, acc[q][k]);
+						acc[q][k] = __fmaf_rn(f[q].y, f[q].y, acc[q][k]);
+					}
+				}
+			}
+		}
+#pragma unroll
+		for (int q = 0; q < ROWS; q++)
+#pragma unroll
+			for (int k = 0; k < OPW; k++) {
+				const int o = og + NG * k;
+				if (q < nr && o < NO) {
+					const float v = warp_tree(acc[q][k]);
+					if (lane == 0)
+						part[((r0 + q) * NO + o) * chunks + c] = v;
+				}
+			}
+	}
+	/* the last block of the row group to finish sums the chunks and runs
+	 * the rows' Sinkhorn passes */
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(count + rg, 1u) == gridDim.x - 1;
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	for (int p = warp; p < nr * NO; p += MIX_WARPS) {
+		/* (row q, output o): lane l sums chunks l, l + 32, ... in order,
+		 * then the warp's tree; __ldcg: other blocks' sums, past L1 */
+		const int q = p / NO, o = p % NO;
+		const float *pp = part + ((r0 + q) * NO + o) * chunks;
+		float v = 0.0f;
+		for (int64_t ch = lane; ch < chunks; ch += 32)
+			v = __fadd_rn(v, __ldcg(pp + ch));
+		v = warp_tree(v);
+		if (lane == 0)
+			red[q][o] = v;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+		count[rg] = 0; /* every block of the group has counted: ready for the next launch */
+	for (int q = warp; q < nr; q += MIX_WARPS)
+		mix_row(lane < NO ? red[q][lane] : 0.0f, r0 + q, base, scale, pre, post, comb, n, S, eps,
+			hc_eps, iters, alpha);
+}
+
+} /* namespace tf_mhc */
+
+#define TF_MHC_MIX(ROWS, OPW) \
+	extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS, 2) \
+	tf_mhc_mix_r##ROWS##o##OPW(const void *x, int32_t x_dt, int32_t pair, const float *fn, \
+				   float *part, unsigned *count, const float *base, \
+				   const float *scale, float *pre, float *post, float *comb, int64_t R, \
+				   int64_t n, int32_t S, float eps, float hc_eps, int32_t iters, \
+				   float alpha) \
+	{ \
+		tf_mhc::mix<ROWS, OPW>(x, x_dt, pair, fn, part, count, base, scale, pre, post, comb, R, \
+				       n, S, eps, hc_eps, iters, alpha); \
+	}
+TF_MHC_MIX(1, 1)
+TF_MHC_MIX(4, 1)
+TF_MHC_MIX(4, 5)
+TF_MHC_MIX(8, 5)
 
 extern "C" __global__ void __launch_bounds__(tf_mhc::THREADS)
 tf_mhc_collapse(const void *x, int32_t x_dt, const float *pre, void *c, int32_t c_dt, int64_t S,

@@ -450,6 +450,21 @@ void cuda_scratch_release(struct tf_be *be, tf_cu_ptr p)
 	cuda_mem_free(cuda_of(be), p);
 }
 
+tf_cu_ptr cuda_mix_counters(struct tf_be *be)
+{
+	return cuda_of(be)->mix_count;
+}
+
+/* hc_mix's counters, zeroed (on the legacy stream, so waited for). */
+static tf_status mix_counters_open(struct cuda_be *c)
+{
+	size_t n = CUDA_MIX_COUNTERS * sizeof(uint32_t);
+	tf_status st = TF_CU(tf_cu->MemAlloc(&c->mix_count, n));
+	if (!st && !(st = TF_CU(tf_cu->MemsetD8(c->mix_count, 0, n))))
+		st = TF_CU(tf_cu->CtxSynchronize());
+	return st;
+}
+
 tf_status cuda_exl3_ws(struct cuda_be *c, uint32_t n_max, const struct tf_cu_exl3_ws **ws)
 {
 	*ws = &c->ws;
@@ -585,6 +600,8 @@ static void impl_free(struct cuda_be *c, bool stream_made)
 		free(c->spare);
 		free(c->late);
 		tf_cu_exl3_ws_release(&c->ws);
+		if (c->mix_count)
+			tf_cu->MemFree(c->mix_count);
 		tf_cu_blas_free(c->blas);
 		for (int i = 0; i < CUDA_STAGE_CHUNKS; i++)
 			if (c->ev[i])
@@ -652,7 +669,8 @@ tf_status tf_cuda_be_new(int device, struct tf_be **out)
 	if ((st = TF_CU(tf_cu->StreamCreate(&c->stream, TF_CU_STREAM_NON_BLOCKING))))
 		goto out;
 	stream_made = true;
-	if ((st = arena_open(c)) || (st = stage_open(c)) || (st = cuda_graphs_open(c)))
+	if ((st = arena_open(c)) || (st = stage_open(c)) || (st = cuda_graphs_open(c)) ||
+	    (st = mix_counters_open(c)))
 		goto out;
 	blas_open(c);
 	be->ops = &cuda_ops;

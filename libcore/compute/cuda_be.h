@@ -87,6 +87,7 @@ struct cuda_be {
 	struct tf_arena *arena;
 	struct tf_cu_blas *blas;   /* NULL without cuBLAS (or $TF_CUDA_BLAS=0) */
 	struct tf_cu_exl3_ws ws;   /* split-K sums, grown on demand */
+	tf_cu_ptr mix_count;       /* hc_mix's counters (cuda_impl.h CUDA_MIX_COUNTERS) */
 	bool invariant;            /* the batch-invariant path (tf_cuda_be_set_invariant) */
 	/* staging: chunk `cur` is filled from byte `fill`; ev[i] is recorded
 	 * after the last copy out of chunk i (pending[i] until waited for) */

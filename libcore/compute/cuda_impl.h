@@ -56,6 +56,14 @@ tf_status cuda_launch(struct tf_be *be, struct cuda_fn *fn, unsigned gx, unsigne
 tf_status cuda_scratch(struct tf_be *be, size_t n, tf_cu_ptr *p);
 void cuda_scratch_release(struct tf_be *be, tf_cu_ptr p);
 
+/* hc_mix's completion counters (kernels/mhc.cu tf_mhc_mix_*: one a row
+ * group of a launch, counted up by the group's blocks and set back to 0 by
+ * the last, so they read 0 between launches and across graph replays):
+ * CUDA_MIX_COUNTERS u32 of device memory, zeroed when the backend is made,
+ * for the one stream's launches. */
+#define CUDA_MIX_COUNTERS 4096
+tf_cu_ptr cuda_mix_counters(struct tf_be *be);
+
 /* Op entry points by file, so cuda.c can fill the table. */
 /* cuda.c (memory), cuda_dense.c (convert, linear, embed, rmsnorm, rope): cuda_be.h */
 /* cuda_exl3.c */

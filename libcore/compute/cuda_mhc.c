@@ -15,15 +15,24 @@
 
 /* mhc.cu's limits */
 #define MAX_S 4         /* streams held in registers (mix, post) */
-#define MIX_ROWS 4      /* rows a block of tf_mhc_mix_dot */
-#define MIX_CHUNK 1024  /* flattened values a block of tf_mhc_mix_dot */
-#define FINISH_ROWS 4 /* tf_mhc_mix_finish: a warp a row */
+#define MIX_CHUNK 512   /* flattened values a warp's task of tf_mhc_mix_* */
+#define MIX_WARPS 8     /* tasks a block of tf_mhc_mix_* */
 #define THREADS 256
 #define GRID_X_MAX INT32_MAX
 #define GRID_Y_MAX 65535
 
-static struct cuda_fn fn_mix_dot = {.name = "tf_mhc_mix_dot"};
-static struct cuda_fn fn_mix_finish = {.name = "tf_mhc_mix_finish"};
+/* The mix's kernels by rows a block (ROWS) and outputs a warp (OPW), and
+ * the most rows each is picked for (hc_mix_pick). */
+static struct {
+	struct cuda_fn fn;
+	int rows, opw;
+	int64_t up_to;
+} mix_fns[] = {
+	{{.name = "tf_mhc_mix_r1o1"}, 1, 1, 1},
+	{{.name = "tf_mhc_mix_r4o1"}, 4, 1, 16},
+	{{.name = "tf_mhc_mix_r4o5"}, 4, 5, 64},
+	{{.name = "tf_mhc_mix_r8o5"}, 8, 5, INT64_MAX},
+};
 static struct cuda_fn fn_collapse = {.name = "tf_mhc_collapse"};
 static struct cuda_fn fn_post = {.name = "tf_mhc_post"};
 static struct cuda_fn fn_engram = {.name = "tf_mhc_engram"};
@@ -49,8 +58,10 @@ struct mix_args {
 	float eps, hc_eps, alpha;
 };
 
-/* part [R, chunks, M + 1] f32 <- X [R, n] and fn [M, n]; then pre, post
- * and comb from part, a warp a row. */
+/* pre, post and comb of X [R, n] through fn [M, n], one launch a slice of
+ * rows (as many row groups as there are completion counters): the sums
+ * of each (row, output, chunk) into part [R, M + 1, chunks] f32, and the
+ * last block of each row group to finish runs its rows' Sinkhorn. */
 static tf_status mix_launch(struct tf_be *be, const struct tf_tensor *x, const struct tf_tensor *fn,
 			    const struct tf_tensor *base, const struct tf_tensor *scale,
 			    struct mix_args a, struct tf_tensor *pre, struct tf_tensor *post,
@@ -58,23 +69,37 @@ static tf_status mix_launch(struct tf_be *be, const struct tf_tensor *x, const s
 {
 	tf_status st;
 	int64_t R = a.R, n = a.n;
-	int32_t M = 2 * a.S + a.S * a.S;
-	int64_t chunks = (n + MIX_CHUNK - 1) / MIX_CHUNK, rb = (R + MIX_ROWS - 1) / MIX_ROWS;
-	if (chunks > GRID_Y_MAX || rb > GRID_X_MAX)
+	int32_t S = a.S, M = 2 * S + S * S;
+	size_t k = 0;
+	while (R > mix_fns[k].up_to)
+		k++;
+	int rows = mix_fns[k].rows, opw = mix_fns[k].opw, ng = (M + 1 + opw - 1) / opw;
+	int64_t chunks = (n + MIX_CHUNK - 1) / MIX_CHUNK;
+	int64_t bx = (chunks * ng + MIX_WARPS - 1) / MIX_WARPS;
+	int64_t step = (int64_t)rows * CUDA_MIX_COUNTERS; /* rows a launch */
+	if (bx > GRID_X_MAX)
 		return tf_err(TF_ERR_UNSUPPORTED, "hc_mix: %lld rows of %lld values", (long long)R,
 			      (long long)n);
 	tf_cu_ptr part;
-	if ((st = cuda_scratch(be, (size_t)(R * chunks * (M + 1)) * sizeof(float), &part)))
+	int64_t most = R < step ? R : step;
+	if ((st = cuda_scratch(be, (size_t)(most * (M + 1) * chunks) * sizeof(float), &part)))
 		return st;
+	/* paired loads of x and fn where n is even and both are aligned for them */
 	tf_cu_ptr xp = cuda_ptr(x), fp = cuda_ptr(fn), bp = cuda_ptr(base), scp = cuda_ptr(scale);
-	tf_cu_ptr prp = cuda_ptr(pre), pop = cuda_ptr(post), cp = cuda_ptr(comb);
-	int32_t xdt = x->dt, ch32 = (int32_t)chunks;
-	void *pd[] = {&xp, &xdt, &fp, &part, &R, &n, &M};
-	void *pf[] = {&part, &ch32, &bp,  &scp,  &prp,     &pop,     &cp,
-		      &R,    &n,    &a.S, &a.eps, &a.hc_eps, &a.iters, &a.alpha};
-	unsigned gf = (unsigned)((R + FINISH_ROWS - 1) / FINISH_ROWS);
-	if (!(st = cuda_launch(be, &fn_mix_dot, (unsigned)rb, (unsigned)chunks, THREADS, 0, pd)))
-		st = cuda_launch(be, &fn_mix_finish, gf, 1, 32 * FINISH_ROWS, 0, pf);
+	size_t xe = tf_dt_size(x->dt);
+	int32_t xdt = x->dt, pair = n % 2 == 0 && xp % (2 * xe) == 0 && fp % 8 == 0;
+	tf_cu_ptr cnt = cuda_mix_counters(be);
+	for (int64_t r0 = 0; r0 < R && !st; r0 += step) {
+		int64_t m = R - r0 < step ? R - r0 : step;
+		tf_cu_ptr xs = xp + (uint64_t)(r0 * n) * xe;
+		tf_cu_ptr prp = cuda_ptr(pre) + (uint64_t)(r0 * S) * 4;
+		tf_cu_ptr pop = cuda_ptr(post) + (uint64_t)(r0 * S) * 4;
+		tf_cu_ptr cp = cuda_ptr(comb) + (uint64_t)(r0 * S * S) * 4;
+		void *p[] = {&xs, &xdt, &pair, &fp, &part, &cnt, &bp, &scp, &prp, &pop,
+			     &cp, &m, &n, &S, &a.eps, &a.hc_eps, &a.iters, &a.alpha};
+		st = cuda_launch(be, &mix_fns[k].fn, (unsigned)bx, (unsigned)((m + rows - 1) / rows),
+				 THREADS, 0, p);
+	}
 	cuda_scratch_release(be, part);
 	return st;
 }

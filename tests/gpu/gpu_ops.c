@@ -97,6 +97,9 @@ static const struct tol tols[] = {
 	{"hc_mix", "post", NEAR, 1e-5, 0, 0, "as pre"},
 	{"hc_mix", "comb", NEAR, 1e-5, 0, 0,
 	 "as pre, then a softmax and Sinkhorn passes, which contract errors"},
+	{"hc_mix", "alone", EXACT, 0, 0, 0,
+	 "one order of the sums for every row count and kernel (mhc.cu): rows run in a call of "
+	 "their own are the bits they had among others"},
 	{"hc_collapse", "c", NEAR, 0, 1, 1e-6, "fused multiply-adds of S streams, then one bf16 rounding"},
 	{"hc_post", "out", NEAR, 0, 1, 1e-6, "as hc_collapse, S + 1 terms"},
 	{"engram_gate", "out", NEAR, 0, 1, 1e-6,
@@ -970,6 +973,47 @@ static void case_mix(int64_t R, int64_t S, int64_t D, int iters)
 	end();
 }
 
+/* hc_mix on the device alone: rows [a, a + m) of one call of R rows, run
+ * again as a call of their own m rows (another kernel, another grid), must
+ * be the same bits (batch invariance). */
+static void case_mix_alone(int64_t R, int64_t S, int64_t D, int iters)
+{
+	if (!begin("hc_mix", "x [%lld, %lld, %lld]: rows alone as in one call", (long long)R,
+		   (long long)S, (long long)D))
+		return;
+	int64_t M = 2 * S + S * S, n = S * D;
+	struct tf_tensor *x = one(gpu, TF_DT_BF16, rnd(TF_DT_BF16, R * n, 1.7f), DIMS(R, S, D));
+	struct tf_tensor *fn = one(gpu, TF_DT_F32, rnd(TF_DT_F32, M * n, 1.7f / sqrtf((float)n)),
+				   DIMS(M, n));
+	struct tf_tensor *base = one(gpu, TF_DT_F32, rnd(TF_DT_F32, M, 1), DIMS(M));
+	float sc[3] = {0.5f + 0.5f * fabsf(urand()), 0.5f + 0.5f * fabsf(urand()), 1 + fabsf(urand())};
+	struct tf_tensor *scale = one(gpu, TF_DT_F32, sc, DIMS(3));
+	struct tf_tensor *out[3] = {one(gpu, TF_DT_F32, NULL, DIMS(R, S)),
+				    one(gpu, TF_DT_F32, NULL, DIMS(R, S)),
+				    one(gpu, TF_DT_F32, NULL, DIMS(R, S, S))};
+	const int64_t per[3] = {S, S, S * S};
+	if (!note(1, CALL(gpu, hc_mix, x, fn, base, scale, rc.eps, rc.hc_eps, iters,
+			  rc.hc_post_alpha, out[0], out[1], out[2])))
+		goto done;
+	const float *all[3] = {fetch(gpu, out[0]), fetch(gpu, out[1]), fetch(gpu, out[2])};
+	static const int64_t ms[] = {1, 3, 16, 64, 300};
+	for (size_t i = 0; i < sizeof ms / sizeof *ms && !cur.err; i++) {
+		int64_t m = ms[i], a = (R - m) / 2 | 1; /* an odd first row */
+		if (a + m > R)
+			continue;
+		struct tf_tensor xs = tf_tensor_rows_of(x, a, m), *o[3];
+		for (int k = 0; k < 3; k++)
+			o[k] = one(gpu, TF_DT_F32, NULL, DIMS(m, per[k]));
+		if (!note(1, CALL(gpu, hc_mix, &xs, fn, base, scale, rc.eps, rc.hc_eps, iters,
+				  rc.hc_post_alpha, o[0], o[1], o[2])))
+			break;
+		for (int k = 0; k < 3; k++)
+			compare("alone", TF_DT_F32, all[k] + a * per[k], fetch(gpu, o[k]), m * per[k], 0);
+	}
+done:
+	end();
+}
+
 /* Positive weights of [0, hi). */
 static float *weights(int64_t n, float hi)
 {
@@ -1045,9 +1089,16 @@ static void cases_mhc(void)
 	const int64_t S = rc.hc_mult, D = rc.hidden;
 	const int iters = (int)rc.hc_sinkhorn_iters;
 	case_mix(3, S, 96, 3);
+	case_mix(5, 3, 95, 3); /* odd n = 285: the unpaired loads, M = 15 */
 	for (int i = 0; i < 4; i++)
 		case_mix(dec[i], S, D, iters);
+	/* each kernel's partial row group (cuda_mhc.c: r4o1 to 16 rows, r4o5
+	 * to 64, r8o5 past) */
+	case_mix(3, S, D, iters);
+	case_mix(17, S, D, iters);
+	case_mix(300, S, D, iters);
 	case_mix(prefill, S, D, iters);
+	case_mix_alone(prefill, S, D, iters);
 	case_collapse(3, S, 96);
 	for (int i = 0; i < 4; i++)
 		case_collapse(dec[i], S, D);
